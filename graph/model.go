@@ -1,0 +1,321 @@
+package graph
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/edges/cond"
+)
+
+// Pos is a position in a source file. Line and Col are 1-based; a zero Pos
+// means "no position" (for example a graph built with the Go API).
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+// String renders the position as FILE:LINE:COL (FILE omitted when empty).
+func (p Pos) String() string {
+	s := strconv.Itoa(p.Line) + ":" + strconv.Itoa(p.Col)
+	if p.File != "" {
+		return p.File + ":" + s
+	}
+	return s
+}
+
+// IsValid reports whether the position was set.
+func (p Pos) IsValid() bool { return p.Line > 0 }
+
+// Kind is the lexical type of an attribute value as written.
+type Kind uint8
+
+// Value kinds.
+const (
+	KindString   Kind = iota // a quoted string
+	KindInt                  // 42, -1
+	KindFloat                // 0.5
+	KindBool                 // true, false
+	KindDuration             // 250ms, 15m, 1d
+	KindBare                 // a bare identifier-like value: box, LR, wait_all
+)
+
+// String names the kind.
+func (k Kind) String() string {
+	switch k {
+	case KindString:
+		return "string"
+	case KindInt:
+		return "integer"
+	case KindFloat:
+		return "float"
+	case KindBool:
+		return "boolean"
+	case KindDuration:
+		return "duration"
+	case KindBare:
+		return "bare"
+	}
+	return "unknown"
+}
+
+// Value is one attribute value: its text (escapes already decoded for
+// strings), how it was written, and where.
+type Value struct {
+	Text   string
+	Kind   Kind
+	Pos    Pos // position of the value
+	KeyPos Pos // position of the key
+}
+
+// Attrs holds the attributes of a graph, node or edge by key. Keys keep their
+// dotted form ("tool_hooks.pre"). Unknown attributes are kept verbatim.
+type Attrs map[string]Value
+
+// Has reports whether key is set.
+func (a Attrs) Has(key string) bool { _, ok := a[key]; return ok }
+
+// String returns the text of key, or "" when unset.
+func (a Attrs) String(key string) string { return a[key].Text }
+
+// Set stores a value with no position (Go API and transforms).
+func (a Attrs) Set(key, text string) {
+	v := a[key]
+	v.Text = text
+	v.Kind = guessKind(text)
+	a[key] = v
+}
+
+// Int returns the integer value of key; ok is false when unset or not an integer.
+func (a Attrs) Int(key string) (int, bool) {
+	v, ok := a[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v.Text))
+	return n, err == nil
+}
+
+// Float returns the float value of key.
+func (a Attrs) Float(key string) (float64, bool) {
+	v, ok := a[key]
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64)
+	return f, err == nil
+}
+
+// Bool returns the boolean value of key (false when unset or not a boolean).
+func (a Attrs) Bool(key string) bool {
+	b, err := strconv.ParseBool(strings.TrimSpace(a[key].Text))
+	return err == nil && b
+}
+
+// Duration returns the duration value of key. A plain integer is read as
+// seconds (reference graphs write timeout=600).
+func (a Attrs) Duration(key string) (time.Duration, bool) {
+	v, ok := a[key]
+	if !ok {
+		return 0, false
+	}
+	d, err := ParseDuration(v.Text)
+	return d, err == nil
+}
+
+// Keys returns the keys in sorted order.
+func (a Attrs) Keys() []string {
+	keys := make([]string, 0, len(a))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Clone returns a copy of the attributes.
+func (a Attrs) Clone() Attrs {
+	c := make(Attrs, len(a))
+	for k, v := range a {
+		c[k] = v
+	}
+	return c
+}
+
+// Graph is a parsed (or built) pipeline or session graph.
+type Graph struct {
+	Name  string
+	Attrs Attrs
+	Nodes []*Node // in declaration order
+	Edges []*Edge // in declaration order
+	Pos   Pos
+
+	byID map[string]*Node
+}
+
+// Node is one node of a graph.
+type Node struct {
+	ID      string
+	Attrs   Attrs
+	Classes []string // from class="a,b" and enclosing subgraph labels, in order
+	Pos     Pos
+}
+
+// Edge is one directed edge. Bidirectional edges (dir=both) are one Edge with
+// Bidirectional() true.
+type Edge struct {
+	From  string
+	To    string
+	Attrs Attrs
+	Pos   Pos
+	// Index distinguishes edges that join the same (From, To) pair: 0 for the
+	// first, 1 for the second... It is the subject suffix of DESIGN.md.
+	Index int
+	// Cond is the compiled condition (nil when the edge has none). Load and
+	// the builder compile it; a malformed condition is a diagnostic.
+	Cond *cond.Expr
+}
+
+// Node returns the node with the given id, or nil.
+func (g *Graph) Node(id string) *Node {
+	if g.byID == nil || len(g.byID) != len(g.Nodes) {
+		g.reindex()
+	}
+	return g.byID[id]
+}
+
+func (g *Graph) reindex() {
+	g.byID = make(map[string]*Node, len(g.Nodes))
+	for _, n := range g.Nodes {
+		g.byID[n.ID] = n
+	}
+}
+
+// Outgoing returns the edges leaving id, in declaration order.
+func (g *Graph) Outgoing(id string) []*Edge {
+	var out []*Edge
+	for _, e := range g.Edges {
+		if e.From == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Incoming returns the edges entering id, in declaration order.
+func (g *Graph) Incoming(id string) []*Edge {
+	var in []*Edge
+	for _, e := range g.Edges {
+		if e.To == id {
+			in = append(in, e)
+		}
+	}
+	return in
+}
+
+// Handler types of the built-in handlers.
+const (
+	TypeStart        = "start"
+	TypeExit         = "exit"
+	TypeCodergen     = "codergen"
+	TypeHuman        = "wait.human"
+	TypeConditional  = "conditional"
+	TypeParallel     = "parallel"
+	TypeFanIn        = "parallel.fan_in"
+	TypeTool         = "tool"
+	TypeManagerLoop  = "stack.manager_loop"
+	DefaultShape     = "box"
+	DefaultNodeType  = TypeCodergen
+)
+
+// shapeTypes is the canonical Attractor shape table plus the aliases of
+// DESIGN.md "Shapes". "ellipse" is resolved by position in HandlerType.
+var shapeTypes = map[string]string{
+	"Mdiamond":      TypeStart,
+	"Msquare":       TypeExit,
+	"box":           TypeCodergen,
+	"hexagon":       TypeHuman,
+	"diamond":       TypeConditional,
+	"component":     TypeParallel,
+	"tripleoctagon": TypeFanIn,
+	"parallelogram": TypeTool,
+	"house":         TypeManagerLoop,
+	"invhouse":      TypeFanIn,
+	"tab":           TypeManagerLoop,
+}
+
+// ShapeType returns the handler type the shape table gives a shape, and
+// whether the shape is in the table. "ellipse" is not: see HandlerType.
+func ShapeType(shape string) (string, bool) {
+	t, ok := shapeTypes[shape]
+	return t, ok
+}
+
+// Shape returns the node's shape (default "box").
+func (n *Node) Shape() string {
+	if s := n.Attrs.String("shape"); s != "" {
+		return s
+	}
+	return DefaultShape
+}
+
+// Label returns the node's label, defaulting to its id.
+func (n *Node) Label() string {
+	if s := n.Attrs.String("label"); s != "" {
+		return s
+	}
+	return n.ID
+}
+
+// HandlerType resolves the node's handler type: an explicit `type` wins, then
+// the shape table, then "ellipse" by position (no incoming edges: start; no
+// outgoing edges: exit), then the default (codergen). Whether an explicit
+// type is registered is checked by the runtime and the type_known lint rule.
+func (g *Graph) HandlerType(n *Node) string {
+	if t := n.Attrs.String("type"); t != "" {
+		return t
+	}
+	shape := n.Shape()
+	if t, ok := shapeTypes[shape]; ok {
+		return t
+	}
+	if shape == "ellipse" {
+		switch {
+		case len(g.Incoming(n.ID)) == 0:
+			return TypeStart
+		case len(g.Outgoing(n.ID)) == 0:
+			return TypeExit
+		}
+	}
+	return DefaultNodeType
+}
+
+// Label returns the edge's label ("" when unset).
+func (e *Edge) Label() string { return e.Attrs.String("label") }
+
+// Condition returns the edge's condition source ("" when unset).
+func (e *Edge) Condition() string { return e.Attrs.String("condition") }
+
+// Weight returns the edge's weight (default 0).
+func (e *Edge) Weight() int { w, _ := e.Attrs.Int("weight"); return w }
+
+// Bidirectional reports whether the edge was written with dir=both.
+func (e *Edge) Bidirectional() bool { return e.Attrs.String("dir") == "both" }
+
+// LoopRestart reports loop_restart=true.
+func (e *Edge) LoopRestart() bool { return e.Attrs.Bool("loop_restart") }
+
+func guessKind(text string) Kind {
+	if _, err := strconv.Atoi(text); err == nil {
+		return KindInt
+	}
+	if _, err := strconv.ParseFloat(text, 64); err == nil {
+		return KindFloat
+	}
+	if text == "true" || text == "false" {
+		return KindBool
+	}
+	return KindString
+}

@@ -1,0 +1,113 @@
+package nodes
+
+import (
+	"context"
+	"strings"
+
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes/agent"
+)
+
+// Status is a node outcome status. The five spec statuses are constants;
+// agents may report custom values (DESIGN decision 7), kept verbatim.
+type Status string
+
+// The spec's statuses.
+const (
+	StatusSuccess Status = "success"
+	StatusFail    Status = "fail"
+	StatusPartial Status = "partial_success"
+	StatusRetry   Status = "retry"
+	StatusSkipped Status = "skipped"
+)
+
+// ParseStatus normalises a status written by a person or an agent: it is
+// lowercased and trimmed; "pass" and "ok" read as success, "failure" and
+// "error" as fail, "partial" as partial_success. Other values are custom.
+func ParseStatus(s string) Status {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "pass", "passed", "ok", "succeeded":
+		return StatusSuccess
+	case "failure", "failed", "error":
+		return StatusFail
+	case "partial":
+		return StatusPartial
+	}
+	return Status(s)
+}
+
+// IsSuccess reports whether s counts as success for goal gates and retries:
+// success, partial_success and custom values (DESIGN decision 7).
+func (s Status) IsSuccess() bool {
+	switch s {
+	case StatusFail, StatusRetry, StatusSkipped, "":
+		return false
+	}
+	return true
+}
+
+// Usage is what a node's work consumed.
+type Usage = agent.Usage
+
+// Outcome is the result of one handler run.
+type Outcome struct {
+	Status           Status
+	PreferredLabel   string
+	SuggestedNextIDs []string
+	ContextUpdates   map[string]string
+	Notes            string
+	FailureReason    string
+	// Response is the node's output text: response.md, and the message of
+	// the envelopes it sends downstream.
+	Response string
+	Usage    Usage
+	// Retryable marks a failure caused by a transient error (rate limit,
+	// network, 5xx); such failures are retried up to max_retries.
+	Retryable bool
+}
+
+// Message is one envelope that fired the node, as a handler sees it.
+type Message struct {
+	ID         string
+	Kind       string // handoff, tick, event, human_answer, control
+	From       string // upstream node ("" for outside input)
+	Edge       string // edge id ("" for inbox input)
+	Text       string
+	Structured map[string]any
+}
+
+// Input is everything a handler may read. It is owned by the runtime and
+// must not be retained after Handle returns.
+type Input struct {
+	SessionID string
+	Graph     *graph.Graph
+	Node      *graph.Node
+	Type      string            // the resolved handler type
+	Context   map[string]string // a read-only snapshot of the run context
+	Messages  []Message         // the envelopes that fired this run
+	Prompt    string            // the node prompt with $goal expanded ("" when none)
+	LogsDir   string            // the run's logs root
+	StageDir  string            // {logs}/{node}: prompt.md, response.md, status.json
+	WorkDir   string            // working directory for tools and agents
+	Attempt   int               // 1-based attempt number within this visit
+	AttemptID string            // stable idempotency key for this attempt
+	// Emit publishes a progress event for this node (may be nil).
+	Emit func(kind string, fields map[string]any)
+}
+
+// Handler runs one node. Handle is called by the node's actor on a goroutine
+// of its own (never the actor's), may take minutes, and must honour
+// ctx.Done(): the context carries the node's timeout and budget, and is
+// cancelled when the session stops. It must not retain in. A returned error
+// is a failure of the node (classified retryable when it wraps
+// agent.ErrRetryable); a panic is recovered by the runtime and fails the node.
+type Handler interface {
+	Handle(ctx context.Context, in *Input) (*Outcome, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, in *Input) (*Outcome, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, in *Input) (*Outcome, error) { return f(ctx, in) }
