@@ -57,7 +57,12 @@ type Result struct {
 	ToolCalls []string
 	// Status is the outcome the agent asked for explicitly (from a
 	// status.json or a provider-specific field), "" when it did not.
-	Status string
+	// The fields below are the rest of such an explicit outcome.
+	Status           string
+	PreferredLabel   string
+	SuggestedNextIDs []string
+	ContextUpdates   map[string]string
+	Notes            string
 }
 
 // Provider runs agents. Run is called from a handler goroutine, must honour
