@@ -365,7 +365,13 @@ type Branch struct {
 	// base is the run context at the fork.
 	Base []*KV `protobuf:"bytes,3,rep,name=base,proto3" json:"base,omitempty"`
 	// updates are the context keys the branch has set since the fork.
-	Updates       []*KV `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
+	Updates []*KV `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
+	// fork_id identifies the fork (session, fork node, firing): the join key.
+	ForkId string `protobuf:"bytes,5,opt,name=fork_id,json=forkId,proto3" json:"fork_id,omitempty"`
+	// width is the number of branches of the fork.
+	Width uint32 `protobuf:"varint,6,opt,name=width,proto3" json:"width,omitempty"`
+	// join_node is the fan-in node where the branches meet ("" when none).
+	JoinNode      string `protobuf:"bytes,7,opt,name=join_node,json=joinNode,proto3" json:"join_node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -426,6 +432,27 @@ func (x *Branch) GetUpdates() []*KV {
 		return x.Updates
 	}
 	return nil
+}
+
+func (x *Branch) GetForkId() string {
+	if x != nil {
+		return x.ForkId
+	}
+	return ""
+}
+
+func (x *Branch) GetWidth() uint32 {
+	if x != nil {
+		return x.Width
+	}
+	return 0
+}
+
+func (x *Branch) GetJoinNode() string {
+	if x != nil {
+		return x.JoinNode
+	}
+	return ""
 }
 
 // Envelope is the unit that travels on edges and inboxes.
@@ -622,12 +649,15 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x03R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x03R\foutputTokens\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\x91\x01\n" +
+	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xdd\x01\n" +
 	"\x06Branch\x12\x1b\n" +
 	"\tfork_node\x18\x01 \x01(\tR\bforkNode\x12\x16\n" +
 	"\x06branch\x18\x02 \x01(\tR\x06branch\x12%\n" +
 	"\x04base\x18\x03 \x03(\v2\x11.switchyard.v1.KVR\x04base\x12+\n" +
-	"\aupdates\x18\x04 \x03(\v2\x11.switchyard.v1.KVR\aupdates\"\xd0\x04\n" +
+	"\aupdates\x18\x04 \x03(\v2\x11.switchyard.v1.KVR\aupdates\x12\x17\n" +
+	"\afork_id\x18\x05 \x01(\tR\x06forkId\x12\x14\n" +
+	"\x05width\x18\x06 \x01(\rR\x05width\x12\x1b\n" +
+	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xd0\x04\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
