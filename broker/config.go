@@ -1,0 +1,83 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// Config says which NATS to use. The zero URL means "start an embedded
+// server".
+type Config struct {
+	// URL of an external server or cluster (comma-separated URLs); empty
+	// starts the embedded server.
+	URL string
+	// DataDir is the embedded server's JetStream store.
+	DataDir string
+	// Listen, when set ("127.0.0.1:4222", "127.0.0.1:0" for a random port),
+	// opens a TCP listener on the embedded server. Credentials are then
+	// required: Token, or User and Password.
+	Listen string
+	// Memory keeps JetStream in memory (tests).
+	Memory bool
+	// Token, User and Password are the credentials outside clients use when
+	// Listen is set, and the credentials sent to an external server.
+	Token    string
+	User     string
+	Password string
+	// AdminToken, when set with Listen, is a credential with every
+	// permission, for operators (switchyard stop, trigger, answer).
+	AdminToken string
+	// TLSCert and TLSKey enable TLS on the listener.
+	TLSCert string
+	TLSKey  string
+	// ServerName names the embedded server.
+	ServerName string
+	// Logger receives the embedded server's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// DefaultDataDir is $XDG_STATE_HOME/switchyard, else ~/.local/state/switchyard.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "switchyard")
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".local", "state", "switchyard")
+	}
+	return filepath.Join(os.TempDir(), "switchyard")
+}
+
+// DefaultConfig is an embedded server on the default data directory, with
+// no listener.
+func DefaultConfig() Config {
+	return Config{DataDir: DefaultDataDir(), ServerName: "switchyard"}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.URL != "" {
+		if c.Listen != "" {
+			return errors.New("broker: Listen applies to the embedded server, not to an external URL")
+		}
+		return nil
+	}
+	if c.DataDir == "" && !c.Memory {
+		return errors.New("broker: DataDir is required for the embedded server (or Memory)")
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("broker: Listen %q: %w", c.Listen, err)
+		}
+		if c.Token == "" && (c.User == "" || c.Password == "") {
+			return errors.New("broker: a listening server requires credentials: a token, or a user and password")
+		}
+		if (c.TLSCert == "") != (c.TLSKey == "") {
+			return errors.New("broker: TLS needs both a certificate and a key")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"errors"
+	"strings"
+)
+
+// Subject prefixes of the layout in DESIGN.md:
+//
+//	sy.<session>.edge.<from>.<to>[.<n>]  one subject per edge
+//	sy.<session>.node.<id>.in            a node's inbox
+//	sy.<session>.ctl.<verb>              trigger, answer, pause, resume, cancel, edit
+//	sy.<session>.evt.<kind>              the event stream (kinds are dotted)
+//	sy.<session>.dlq                     rejected envelopes
+const root = "sy"
+
+// ValidToken reports whether s may be used as a session or node id inside a
+// subject: [A-Za-z_][A-Za-z0-9_-]*.
+func ValidToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'):
+		case i > 0 && ((c >= '0' && c <= '9') || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Edge is the subject of an edge; edgeID is "from.to" or "from.to.n".
+func Edge(session, edgeID string) string { return root + "." + session + ".edge." + edgeID }
+
+// NodeIn is a node's inbox.
+func NodeIn(session, node string) string { return root + "." + session + ".node." + node + ".in" }
+
+// Control is a control verb's subject.
+func Control(session, verb string) string { return root + "." + session + ".ctl." + verb }
+
+// Event is the subject of one event kind.
+func Event(session, kind string) string { return root + "." + session + ".evt." + kind }
+
+// AllEvents matches every event of a session.
+func AllEvents(session string) string { return root + "." + session + ".evt.>" }
+
+// SessionAll matches every subject of a session.
+func SessionAll(session string) string { return root + "." + session + ".>" }
+
+// DeadLetter is where rejected envelopes go.
+func DeadLetter(session string) string { return root + "." + session + ".dlq" }
+
+// Kinds of subject.
+const (
+	KindEdge    = "edge"
+	KindNode    = "node"
+	KindControl = "ctl"
+	KindEvent   = "evt"
+	KindDLQ     = "dlq"
+)
+
+// Subject is a parsed Switchyard subject.
+type Subject struct {
+	Session string
+	Kind    string // edge, node, ctl, evt, dlq
+	// Edge: From, To and Index (0 when absent). Node: Node. Ctl: Verb. Evt: Verb holds the kind.
+	From, To string
+	Index    string
+	Node     string
+	Verb     string
+}
+
+// ErrNotSwitchyard is returned for subjects outside the layout.
+var ErrNotSwitchyard = errors.New("broker: not a switchyard subject")
+
+// ParseSubject parses a subject built by the functions above.
+func ParseSubject(subj string) (Subject, error) {
+	parts := strings.Split(subj, ".")
+	if len(parts) < 3 || parts[0] != root || !ValidToken(parts[1]) {
+		return Subject{}, ErrNotSwitchyard
+	}
+	s := Subject{Session: parts[1], Kind: parts[2]}
+	rest := parts[3:]
+	switch s.Kind {
+	case KindEdge:
+		if (len(rest) != 2 && len(rest) != 3) || !ValidToken(rest[0]) || !ValidToken(rest[1]) {
+			return Subject{}, ErrNotSwitchyard
+		}
+		s.From, s.To = rest[0], rest[1]
+		if len(rest) == 3 {
+			if rest[2] == "" || strings.Trim(rest[2], "0123456789") != "" {
+				return Subject{}, ErrNotSwitchyard
+			}
+			s.Index = rest[2]
+		}
+	case KindNode:
+		if len(rest) != 2 || rest[1] != "in" || !ValidToken(rest[0]) {
+			return Subject{}, ErrNotSwitchyard
+		}
+		s.Node = rest[0]
+	case KindControl:
+		if len(rest) != 1 || !ValidToken(rest[0]) {
+			return Subject{}, ErrNotSwitchyard
+		}
+		s.Verb = rest[0]
+	case KindEvent:
+		if len(rest) == 0 {
+			return Subject{}, ErrNotSwitchyard
+		}
+		for _, p := range rest {
+			if !ValidToken(p) {
+				return Subject{}, ErrNotSwitchyard
+			}
+		}
+		s.Verb = strings.Join(rest, ".")
+	case KindDLQ:
+		if len(rest) != 0 {
+			return Subject{}, ErrNotSwitchyard
+		}
+	default:
+		return Subject{}, ErrNotSwitchyard
+	}
+	return s, nil
+}
+
+// String rebuilds the subject.
+func (s Subject) String() string {
+	switch s.Kind {
+	case KindEdge:
+		id := s.From + "." + s.To
+		if s.Index != "" {
+			id += "." + s.Index
+		}
+		return Edge(s.Session, id)
+	case KindNode:
+		return NodeIn(s.Session, s.Node)
+	case KindControl:
+		return Control(s.Session, s.Verb)
+	case KindEvent:
+		return Event(s.Session, s.Verb)
+	case KindDLQ:
+		return DeadLetter(s.Session)
+	}
+	return ""
+}
