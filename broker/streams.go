@@ -28,7 +28,9 @@ func (s Storage) js() jetstream.StorageType {
 
 // resourceName turns a session id into a JetStream name ('-' is kept; ids
 // are ValidTokens so nothing else needs escaping).
-func resourceName(prefix, session string) string { return prefix + strings.ReplaceAll(session, ".", "_") }
+func resourceName(prefix, session string) string {
+	return prefix + strings.ReplaceAll(session, ".", "_")
+}
 
 // StreamName is the name of a session's envelope stream.
 func StreamName(session string) string { return resourceName("SY_", session) }
