@@ -75,6 +75,15 @@ type Message struct {
 	Edge       string // edge id ("" for inbox input)
 	Text       string
 	Structured map[string]any
+	// Status is the outcome of the node that sent the message.
+	Status Status
+	// Response is that node's output text.
+	Response string
+	// Branch is the parallel branch the message comes from (its first
+	// node), "" outside parallel branches.
+	Branch string
+	// Updates are the context keys the branch set since its fork.
+	Updates map[string]string
 }
 
 // Input is everything a handler may read. It is owned by the runtime and

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+// MockResult is one scripted result of the mock provider.
+type MockResult struct {
+	Status           string            `json:"status"`
+	PreferredLabel   string            `json:"preferred_label,omitempty"`
+	SuggestedNextIDs []string          `json:"suggested_next_ids,omitempty"`
+	ContextUpdates   map[string]string `json:"context_updates,omitempty"`
+	Response         string            `json:"response,omitempty"`
+	Notes            string            `json:"notes,omitempty"`
+	Usage            *MockUsage        `json:"usage,omitempty"`
+	// Error makes the run fail with a classified error: "rate_limit",
+	// "network" and "server" are retryable, "auth" and "bad_request" terminal.
+	Error string `json:"error,omitempty"`
+}
+
+// MockUsage is the usage a scripted result reports.
+type MockUsage struct {
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Cost         float64 `json:"cost"`
+}
+
+var mockStatuses = map[string]bool{"": true, "success": true, "fail": true, "partial_success": true, "retry": true, "skipped": true}
+
+var mockErrors = map[string]bool{"": true, "rate_limit": true, "network": true, "server": true, "auth": true, "bad_request": true}
+
+// Mock is the scripted provider: each run of a node takes the node's next
+// scripted result, the last one repeating; nodes not in the script succeed
+// with a canned response. It is safe for concurrent use.
+type Mock struct {
+	mu     sync.Mutex
+	script map[string][]MockResult
+	cursor map[string]int
+	runs   map[string]int
+}
+
+var _ Provider = (*Mock)(nil)
+
+// NewMock returns a mock provider with the given script (nil: always succeed).
+func NewMock(script map[string][]MockResult) *Mock {
+	return &Mock{script: script, cursor: map[string]int{}, runs: map[string]int{}}
+}
+
+// ParseMock reads a script: a JSON object mapping node ids to lists of results.
+func ParseMock(data []byte) (*Mock, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var script map[string][]MockResult
+	if err := dec.Decode(&script); err != nil {
+		return nil, fmt.Errorf("mock script: %v", err)
+	}
+	for node, list := range script {
+		if len(list) == 0 {
+			return nil, fmt.Errorf("mock script: node %q has an empty list of results", node)
+		}
+		for i, r := range list {
+			if !mockStatuses[strings.ToLower(r.Status)] && r.Error == "" {
+				// custom statuses are allowed (DESIGN decision 7), but must be words
+				if strings.ContainsAny(r.Status, " \t\n") {
+					return nil, fmt.Errorf("mock script: %s[%d]: bad status %q", node, i, r.Status)
+				}
+			}
+			if !mockErrors[r.Error] {
+				return nil, fmt.Errorf("mock script: %s[%d]: unknown error %q (rate_limit, network, server, auth, bad_request)", node, i, r.Error)
+			}
+		}
+	}
+	return NewMock(script), nil
+}
+
+// LoadMockFile reads a script file.
+func LoadMockFile(path string) (*Mock, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ParseMock(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Name is "mock".
+func (m *Mock) Name() string { return "mock" }
+
+// Runs returns how many times the node has run.
+func (m *Mock) Runs(node string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runs[node]
+}
+
+// Run returns the node's next scripted result.
+func (m *Mock) Run(ctx context.Context, req *Request, onEvent func(Event)) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	m.runs[req.NodeID]++
+	list := m.script[req.NodeID]
+	var r MockResult
+	scripted := len(list) > 0
+	if scripted {
+		i := m.cursor[req.NodeID]
+		if i >= len(list) {
+			i = len(list) - 1
+		}
+		r = list[i]
+		m.cursor[req.NodeID] = i + 1
+	}
+	m.mu.Unlock()
+	if !scripted {
+		first, _, _ := strings.Cut(strings.TrimSpace(lastParagraph(req.Prompt)), "\n")
+		r = MockResult{Status: "success", Response: fmt.Sprintf("[mock] %s: done: %s", req.NodeID, first)}
+	}
+	if r.Error != "" {
+		return nil, &Error{Provider: "mock", Retryable: r.Error == "rate_limit" || r.Error == "network" || r.Error == "server",
+			Msg: "scripted " + r.Error + " error"}
+	}
+	res := &Result{Text: r.Response, Success: !strings.EqualFold(r.Status, "fail"), Status: r.Status,
+		PreferredLabel: r.PreferredLabel, SuggestedNextIDs: r.SuggestedNextIDs,
+		ContextUpdates: r.ContextUpdates, Notes: r.Notes, SessionID: "mock-" + req.NodeID}
+	if res.Text == "" {
+		res.Text = fmt.Sprintf("[mock] %s: %s", req.NodeID, strings.ToLower(orDefault(r.Status, "success")))
+	}
+	if u := r.Usage; u != nil {
+		res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
+	}
+	if onEvent != nil {
+		onEvent(Event{Kind: "text", Text: res.Text})
+		if res.Usage != (Usage{}) {
+			onEvent(Event{Kind: "usage", Usage: res.Usage})
+		}
+	}
+	return res, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// lastParagraph is the node's own prompt at the end of the built prompt.
+func lastParagraph(p string) string {
+	p = strings.TrimSpace(p)
+	if i := strings.LastIndex(p, "\n\n"); i >= 0 {
+		return p[i+2:]
+	}
+	return p
+}

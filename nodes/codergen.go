@@ -1,0 +1,170 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/switchyard/switchyard/nodes/agent"
+)
+
+// agentRunner runs a node's agent: it builds the request, writes prompt.md
+// and response.md, and reads status.json.
+type agentRunner struct{ deps Deps }
+
+// Codergen runs a coding agent on the node's prompt (spec 4.5).
+type Codergen struct{ agents *agentRunner }
+
+var _ Handler = (*Codergen)(nil)
+
+// Handle runs the agent. status.json written by the agent in the stage
+// directory sets the outcome; else the agent's explicit status; else its
+// success.
+func (h *Codergen) Handle(ctx context.Context, in *Input) (*Outcome, error) {
+	res, o, err := h.agents.run(ctx, in)
+	if err != nil || o != nil {
+		return o, err
+	}
+	return h.agents.finish(in, res, resultOutcome(res))
+}
+
+// resultOutcome is the outcome an agent's result implies, when it wrote no
+// status.json.
+func resultOutcome(res *agent.Result) *Outcome {
+	o := &Outcome{Status: StatusSuccess, PreferredLabel: res.PreferredLabel,
+		SuggestedNextIDs: res.SuggestedNextIDs, ContextUpdates: res.ContextUpdates, Notes: res.Notes}
+	switch {
+	case res.Status != "":
+		o.Status = ParseStatus(res.Status)
+	case !res.Success:
+		o.Status = StatusFail
+		o.FailureReason = "the agent reported failure"
+	}
+	return o
+}
+
+// run builds the request and calls the provider. A provider error becomes
+// a failed outcome (retryable when the error says so).
+func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outcome, error) {
+	prompt := in.Prompt
+	if prompt == "" {
+		prompt = in.Node.Label()
+	}
+	name := in.Node.Attrs.String("llm_provider")
+	if name == "" {
+		name = agent.InferProvider(in.Node.Attrs.String("llm_model"))
+	}
+	if name == "" {
+		name = r.deps.DefaultProvider
+	}
+	if name == "" {
+		name = "mock"
+	}
+	if r.deps.Providers == nil {
+		return nil, &Outcome{Status: StatusFail, FailureReason: "no agent providers configured"}, nil
+	}
+	p, err := r.deps.Providers(name)
+	if err != nil {
+		return nil, &Outcome{Status: StatusFail, FailureReason: err.Error()}, nil
+	}
+	full := buildPrompt(in, prompt)
+	if err := writeStage(in.StageDir, "prompt.md", full); err != nil {
+		return nil, nil, fmt.Errorf("write prompt.md: %w", err)
+	}
+	// A status.json from an earlier attempt must not decide this one.
+	if in.StageDir != "" {
+		_ = os.Remove(filepath.Join(in.StageDir, "status.json"))
+	}
+	attrs := map[string]string{}
+	for _, k := range in.Node.Attrs.Keys() {
+		attrs[k] = in.Node.Attrs.String(k)
+	}
+	req := &agent.Request{
+		SessionID: in.SessionID, NodeID: in.Node.ID, Prompt: full,
+		Provider: name, Model: in.Node.Attrs.String("llm_model"),
+		ReasoningEffort: in.Node.Attrs.String("reasoning_effort"),
+		WorkDir:         in.WorkDir, StageDir: in.StageDir,
+		ThreadID: in.Node.Attrs.String("thread_id"), Fidelity: in.Node.Attrs.String("fidelity"),
+		Role: in.Node.Attrs.String("role"), AttemptID: in.AttemptID, Attrs: attrs,
+	}
+	res, err := p.Run(ctx, req, func(ev agent.Event) {
+		if in.Emit != nil && ev.Kind == "tool_call" {
+			in.Emit("agent.tool_call", map[string]any{"tool": ev.Tool})
+		}
+	})
+	if err != nil {
+		o := &Outcome{Status: StatusFail, FailureReason: err.Error(), Retryable: errors.Is(err, agent.ErrRetryable)}
+		if res != nil {
+			o.Usage = res.Usage
+		}
+		_ = WriteStatusFile(in.StageDir, o)
+		return nil, o, nil
+	}
+	if err := writeStage(in.StageDir, "response.md", res.Text); err != nil {
+		return nil, nil, fmt.Errorf("write response.md: %w", err)
+	}
+	return res, nil, nil
+}
+
+// finish applies status.json (if the agent wrote one), records the
+// response and writes the final status.json.
+func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome, error) {
+	if sf, ok, err := ReadStatusFile(in.StageDir); err != nil {
+		o = &Outcome{Status: StatusFail, FailureReason: err.Error()}
+	} else if ok {
+		o = sf.outcome()
+	}
+	o.Response = res.Text
+	o.Usage = res.Usage
+	if o.ContextUpdates == nil {
+		o.ContextUpdates = map[string]string{}
+	}
+	o.ContextUpdates["last_stage"] = in.Node.ID
+	o.ContextUpdates["last_response"] = truncate(res.Text, 200)
+	if err := WriteStatusFile(in.StageDir, o); err != nil {
+		return nil, fmt.Errorf("write status.json: %w", err)
+	}
+	return o, nil
+}
+
+// buildPrompt prefixes the node's prompt with the goal and a compact view of
+// the run context (fidelity "compact", the spec's default).
+func buildPrompt(in *Input, prompt string) string {
+	var b strings.Builder
+	if goal := in.Context["graph.goal"]; goal != "" {
+		fmt.Fprintf(&b, "Goal: %s\n\n", goal)
+	}
+	var keys []string
+	for k := range in.Context {
+		if strings.HasPrefix(k, "graph.") || strings.HasPrefix(k, "internal.") || k == "current_node" {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) > 0 {
+		b.WriteString("Context from earlier steps:\n")
+		for _, k := range keys {
+			fmt.Fprintf(&b, "- %s: %s\n", k, truncate(in.Context[k], 200))
+		}
+		b.WriteString("\n")
+	}
+	for _, m := range in.Messages {
+		if m.Text != "" && (m.From == "" || m.Kind != "handoff") {
+			fmt.Fprintf(&b, "Input (%s): %s\n\n", m.Kind, m.Text)
+		}
+	}
+	b.WriteString(prompt)
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

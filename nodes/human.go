@@ -1,0 +1,143 @@
+package nodes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/graph"
+)
+
+// Human is the wait.human handler: it offers the node's outgoing edges as
+// choices and routes on the answer (DESIGN decision 4: the outcome carries
+// both the chosen edge's label and its target).
+type Human struct{ Interviewer Interviewer }
+
+var _ Handler = (*Human)(nil)
+
+// Choices lists a gate's options: one per outgoing edge, its label (or
+// target id) with an accelerator key.
+func Choices(g *graph.Graph, node string) []Option {
+	var out []Option
+	for _, e := range g.Outgoing(node) {
+		label := e.Label()
+		if label == "" {
+			label = e.To
+		}
+		key, _ := edges.Accelerator(label)
+		out = append(out, Option{Key: key, Label: label, Target: e.To})
+	}
+	return out
+}
+
+// Match finds the option an answer names: its accelerator key (any case),
+// its label, its normalised label, or its target id.
+func Match(opts []Option, answer string) (Option, bool) {
+	a := strings.TrimSpace(answer)
+	if a == "" {
+		return Option{}, false
+	}
+	for _, o := range opts {
+		if strings.EqualFold(o.Key, a) {
+			return o, true
+		}
+	}
+	for _, o := range opts {
+		if o.Label == a || edges.NormalizeLabel(o.Label) == edges.NormalizeLabel(a) || o.Target == a {
+			return o, true
+		}
+	}
+	return Option{}, false
+}
+
+// Handle asks the question and turns the answer into an outcome.
+func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
+	if h.Interviewer == nil {
+		return &Outcome{Status: StatusFail, FailureReason: "no interviewer configured for human gates"}, nil
+	}
+	opts := Choices(in.Graph, in.Node.ID)
+	qt := QuestionType(in.Node.Attrs.String("human.question_type"))
+	if qt == "" {
+		qt = SingleSelect
+	}
+	if len(opts) == 0 && qt != FreeText {
+		return &Outcome{Status: StatusFail, FailureReason: "human gate " + in.Node.ID + " has no outgoing edges to choose from"}, nil
+	}
+	def := in.Node.Attrs.String("human.default_choice")
+	if def == "" {
+		def = in.Node.Attrs.String("default_choice")
+	}
+	q := &Question{ID: in.AttemptID, Stage: in.Node.ID, Text: in.Node.Label(), Type: qt, Options: opts, Default: def}
+	if d, ok := in.Node.Attrs.Duration("timeout"); ok {
+		q.Timeout = d
+	}
+	if p := in.Node.Attrs.String("prompt"); p != "" {
+		q.Text = in.Prompt
+	}
+	// `timeout` is both the question's and the node's: when the node's
+	// deadline ends the wait, the default choice applies all the same.
+	a, err := h.Interviewer.Ask(ctx, q)
+	if errors.Is(err, context.DeadlineExceeded) && q.Timeout > 0 {
+		a, err = &Answer{Value: AnswerTimeout, At: time.Now()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	updates := map[string]string{}
+	if a.By != "" {
+		updates["human.gate.answered_by"] = a.By
+	}
+	if !a.At.IsZero() {
+		updates["human.gate.answered_at"] = a.At.UTC().Format(time.RFC3339)
+	}
+	switch a.Value {
+	case AnswerTimeout:
+		if def == "" {
+			return &Outcome{Status: StatusRetry, FailureReason: "the question timed out with no default choice", ContextUpdates: updates}, nil
+		}
+		a = &Answer{Value: def, By: "default", At: a.At}
+		updates["human.gate.timed_out"] = "true"
+	case AnswerSkipped, "":
+		return &Outcome{Status: StatusFail, FailureReason: "no answer for human gate " + in.Node.ID, ContextUpdates: updates}, nil
+	}
+	if qt == FreeText {
+		updates["human.gate.text"] = a.Text
+		if len(opts) == 0 {
+			return &Outcome{Status: StatusSuccess, ContextUpdates: updates, Response: a.Text}, nil
+		}
+	}
+	choice, ok := Match(opts, a.Value)
+	if !ok && qt == MultiSelect {
+		var keys []string
+		for _, part := range strings.Split(a.Value, ",") {
+			if o, ok2 := Match(opts, part); ok2 {
+				keys = append(keys, o.Key)
+				if !ok {
+					choice, ok = o, true
+				}
+			}
+		}
+		updates["human.gate.selected_all"] = strings.Join(keys, ",")
+	}
+	if !ok && qt == Confirm && len(opts) > 0 {
+		switch strings.ToUpper(a.Value) {
+		case AnswerYes:
+			choice, ok = opts[0], true
+		case AnswerNo:
+			if len(opts) > 1 {
+				choice, ok = opts[1], true
+			}
+		}
+	}
+	if !ok {
+		// The spec: an answer that matches nothing takes the first choice.
+		choice = opts[0]
+		updates["human.gate.unmatched_answer"] = a.Value
+	}
+	updates["human.gate.selected"] = choice.Key
+	updates["human.gate.label"] = choice.Label
+	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
+		ContextUpdates: updates, Response: choice.Label}, nil
+}

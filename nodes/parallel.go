@@ -1,0 +1,32 @@
+package nodes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Parallel is the parallel node's handler. The fan-out itself is the
+// runtime's: a parallel node broadcasts to every outgoing edge whose
+// condition holds, each branch carrying its own copy of the context, and
+// the branches meet at the fan-in node (the `join` attribute, else the
+// nearest fan-in that every branch reaches).
+type Parallel struct{}
+
+var _ Handler = Parallel{}
+
+// Handle validates the node's settings and succeeds.
+func (Parallel) Handle(_ context.Context, in *Input) (*Outcome, error) {
+	out := in.Graph.Outgoing(in.Node.ID)
+	if len(out) == 0 {
+		return &Outcome{Status: StatusFail, FailureReason: "parallel node " + in.Node.ID + " has no branches"}, nil
+	}
+	if p := in.Node.Attrs.String("join_policy"); p != "" && p != "wait_all" {
+		return &Outcome{Status: StatusFail, FailureReason: "join_policy " + p + " is not supported: branches always join with wait_all"}, nil
+	}
+	var names []string
+	for _, e := range out {
+		names = append(names, e.To)
+	}
+	return &Outcome{Status: StatusSuccess, Notes: fmt.Sprintf("%d branches: %s", len(out), strings.Join(names, ", "))}, nil
+}

@@ -1,0 +1,24 @@
+package nodes
+
+import "context"
+
+// Start is the start node's handler: it does nothing.
+type Start struct{}
+
+var _ Handler = Start{}
+
+// Handle succeeds.
+func (Start) Handle(context.Context, *Input) (*Outcome, error) {
+	return &Outcome{Status: StatusSuccess}, nil
+}
+
+// Exit is the exit node's handler: it does nothing; the runtime checks goal
+// gates before the run ends.
+type Exit struct{}
+
+var _ Handler = Exit{}
+
+// Handle succeeds.
+func (Exit) Handle(context.Context, *Input) (*Outcome, error) {
+	return &Outcome{Status: StatusSuccess}, nil
+}

@@ -1,0 +1,150 @@
+package nodes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Tool runs the node's tool_command with `sh -c` (spec 4.10). Exit status 0
+// is success with tool.output = stdout; anything else fails. The command
+// runs in its own process group, killed whole when the node's timeout or
+// the session ends. tool_hooks.pre (node, else graph) runs first: a
+// non-zero exit skips the call; tool_hooks.post runs after, its failure
+// only noted.
+type Tool struct{}
+
+var _ Handler = Tool{}
+
+// maxOutput caps tool.output in the context.
+const maxOutput = 64 << 10
+
+// Handle runs the command.
+func (Tool) Handle(ctx context.Context, in *Input) (*Outcome, error) {
+	command := in.Node.Attrs.String("tool_command")
+	if strings.TrimSpace(command) == "" {
+		return &Outcome{Status: StatusFail, FailureReason: "tool node " + in.Node.ID + " has no tool_command"}, nil
+	}
+	dir := in.WorkDir
+	if dir == "" {
+		dir = in.LogsDir
+	}
+	env := append(os.Environ(),
+		"SWITCHYARD_NODE="+in.Node.ID, "SWITCHYARD_SESSION="+in.SessionID,
+		"SWITCHYARD_ATTEMPT_ID="+in.AttemptID, "SWITCHYARD_STAGE_DIR="+in.StageDir,
+		"SWITCHYARD_LOGS_DIR="+in.LogsDir)
+	hook := func(name string) string {
+		if v := in.Node.Attrs.String(name); v != "" {
+			return v
+		}
+		return in.Graph.Attrs.String(name)
+	}
+	var notes []string
+	if pre := hook("tool_hooks.pre"); pre != "" {
+		res := runShell(ctx, pre, dir, env, command)
+		if res.err != nil || res.code != 0 {
+			return &Outcome{Status: StatusSkipped, Notes: fmt.Sprintf("tool_hooks.pre exited %d: the tool call was skipped", res.code)}, nil
+		}
+	}
+	res := runShell(ctx, command, dir, env, "")
+	if in.StageDir != "" {
+		_ = writeStage(in.StageDir, "stdout.txt", res.stdout)
+		_ = writeStage(in.StageDir, "stderr.txt", res.stderr)
+	}
+	if post := hook("tool_hooks.post"); post != "" {
+		if pr := runShell(ctx, post, dir, env, res.stdout); pr.err != nil || pr.code != 0 {
+			notes = append(notes, fmt.Sprintf("tool_hooks.post exited %d", pr.code))
+		}
+	}
+	out := strings.TrimSpace(res.stdout)
+	if len(out) > maxOutput {
+		out = out[:maxOutput]
+	}
+	o := &Outcome{ContextUpdates: map[string]string{"tool.output": out, "tool.exit_code": fmt.Sprint(res.code)},
+		Response: out, Notes: strings.Join(notes, "; ")}
+	switch {
+	case res.timedOut:
+		o.Status = StatusFail
+		o.FailureReason = "timeout: the command was killed after " + res.dur.Round(time.Millisecond).String()
+	case res.err != nil:
+		o.Status = StatusFail
+		o.FailureReason = res.err.Error()
+	case res.code != 0:
+		o.Status = StatusFail
+		o.FailureReason = fmt.Sprintf("exit status %d: %s", res.code, tail(res.stderr, 500))
+	default:
+		o.Status = StatusSuccess
+	}
+	_ = WriteStatusFile(in.StageDir, o)
+	return o, nil
+}
+
+type shellResult struct {
+	stdout, stderr string
+	code           int
+	err            error
+	timedOut       bool
+	dur            time.Duration
+}
+
+// runShell runs `sh -c command` in its own process group; when ctx ends the
+// whole group is killed and waited for.
+func runShell(ctx context.Context, command, dir string, env []string, stdin string) shellResult {
+	if dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+		if abs, err := filepath.Abs(dir); err == nil {
+			dir = abs
+		}
+	}
+	cmd := exec.Command("sh", "-c", command)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 2 * time.Second // a background child holding stdout must not hang the node
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return shellResult{err: err, code: -1}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	timedOut := false
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err = <-done
+		timedOut = true
+	}
+	res := shellResult{stdout: stdout.String(), stderr: stderr.String(), timedOut: timedOut, dur: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+	default:
+		res.err, res.code = err, -1
+	}
+	if timedOut {
+		res.code = -1
+	}
+	return res
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
