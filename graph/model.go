@@ -152,7 +152,8 @@ type Graph struct {
 	Edges []*Edge // in declaration order
 	Pos   Pos
 
-	byID map[string]*Node
+	byID       map[string]*Node
+	undeclared []nodeRef // edge endpoints no node statement declared
 }
 
 // Node is one node of a graph.
@@ -269,13 +270,23 @@ func (n *Node) Label() string {
 	return n.ID
 }
 
-// HandlerType resolves the node's handler type: an explicit `type` wins, then
-// the shape table, then "ellipse" by position (no incoming edges: start; no
+// HandlerType resolves the node's handler type: an explicit `type` wins;
+// a node without a shape whose id is start/Start or exit/Exit/end/End is
+// the start or exit; then the shape table, then "ellipse" by position (no incoming edges: start; no
 // outgoing edges: exit), then the default (codergen). Whether an explicit
 // type is registered is checked by the runtime and the type_known lint rule.
 func (g *Graph) HandlerType(n *Node) string {
 	if t := n.Attrs.String("type"); t != "" {
 		return t
+	}
+	if !n.Attrs.Has("shape") {
+		// Without a shape, the conventional ids name the terminals (spec 3.1).
+		switch n.ID {
+		case "start", "Start":
+			return TypeStart
+		case "exit", "Exit", "end", "End":
+			return TypeExit
+		}
 	}
 	shape := n.Shape()
 	if t, ok := shapeTypes[shape]; ok {

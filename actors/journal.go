@@ -1,0 +1,47 @@
+package actors
+
+import (
+	"context"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Commit is one node firing, as the journal records it. The actor calls
+// Journal.Commit before it publishes Produced, so that a crash after the
+// commit replays the publications (their ids are deterministic, so a replay
+// is de-duplicated) and a crash before it re-runs the firing.
+type Commit struct {
+	Node     string
+	Firing   uint64 // the node's firing number, 1-based
+	Status   string // the node's final outcome status ("" when it did not run)
+	Reason   string // failure reason, if any
+	Consumed []string
+	Produced []*pb.Envelope
+	// Context is the run context of the token after the firing.
+	Context []*pb.KV
+	// Terminal is set when the firing ends the run (or its token's path).
+	Terminal *Terminal
+	Usage    *pb.Usage
+}
+
+// Terminal ends a token's path through the graph.
+type Terminal struct {
+	// Status is "success" or "fail".
+	Status string
+	Reason string
+	// Final is true when the whole run ends here, whatever other tokens are
+	// live (a failed pipeline, a stop for max iterations).
+	Final bool
+}
+
+// Journal records firings. Implementations are called from actor
+// goroutines, concurrently for different nodes.
+type Journal interface {
+	Commit(ctx context.Context, c *Commit) error
+}
+
+// JournalFunc adapts a function to Journal.
+type JournalFunc func(ctx context.Context, c *Commit) error
+
+// Commit calls f.
+func (f JournalFunc) Commit(ctx context.Context, c *Commit) error { return f(ctx, c) }

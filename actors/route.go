@@ -1,0 +1,321 @@
+package actors
+
+import (
+	"sort"
+	"strconv"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/edges/cond"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// hop is one envelope to publish: on an edge, or a jump to a node's inbox.
+type hop struct {
+	edge *graph.Edge // nil for a jump
+	to   string
+	env  *pb.Envelope
+}
+
+// finish applies a handler's outcome: context, routing, commit, publish,
+// events. It runs on the actor goroutine.
+func (a *nodeActor) finish(m *runDone) {
+	j := m.res
+	o := j.outcome
+	job := a.cur
+	a.cur = nil
+	if a.s.ctx.Err() != nil {
+		// The session is stopping: the firing is not recorded, so a resume
+		// runs it again (with the same attempt ids).
+		return
+	}
+	ctx := job.ctx
+	bs := job.branches
+
+	// Context: the handler's updates, then the engine's keys (spec 3.2 step 4).
+	updates := make(map[string]string, len(o.ContextUpdates)+4)
+	for k, v := range o.ContextUpdates {
+		updates[k] = v
+	}
+	if o.Status != nodes.StatusSkipped {
+		updates["outcome"] = string(o.Status)
+		if o.PreferredLabel != "" {
+			updates["preferred_label"] = o.PreferredLabel
+		}
+		updates["internal.outcome."+a.node.ID] = string(o.Status)
+		updates["internal.retry_count."+a.node.ID] = strconv.Itoa(j.attempts - 1)
+	}
+	for k, v := range updates {
+		ctx[k] = v
+	}
+	recordUpdates(bs, updates)
+
+	hops, term := a.route(job, o, ctx, bs)
+	consumed := make([]string, len(job.batch))
+	for i, e := range job.batch {
+		consumed[i] = e.GetId()
+	}
+	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
+		Consumed: consumed, Context: kvList(ctx), Terminal: term}
+	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
+		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
+	}
+	for _, h := range hops {
+		commit.Produced = append(commit.Produced, h.env)
+	}
+
+	ev := &pb.Event{Kind: "node.completed", Node: a.node.ID, Status: string(o.Status),
+		Attempts: uint32(j.attempts), DurationMs: durationMS(j.dur), Usage: commit.Usage,
+		Message: summary(o)}
+	if o.Status == nodes.StatusFail {
+		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
+	}
+	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
+		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
+		if a.s.ctx.Err() != nil {
+			return // stopping: the firing will be replayed on resume
+		}
+		term = &Terminal{Status: "fail", Reason: "checkpoint failed: " + err.Error(), Final: true}
+		hops = nil
+	}
+	for _, h := range hops {
+		subj := broker.NodeIn(a.s.cfg.SessionID, h.to)
+		if h.edge != nil {
+			subj = broker.Edge(a.s.cfg.SessionID, edges.EdgeID(h.edge))
+		}
+		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
+			a.s.log.Error("actors: publish", "subject", subj, "err", err)
+		}
+	}
+	a.s.Emit(ev)
+	if o.Status == nodes.StatusFail {
+		a.s.Emit(&pb.Event{Kind: "node.failed", Node: a.node.ID, Status: string(o.Status),
+			Attempts: uint32(j.attempts), Message: o.FailureReason})
+	}
+	for _, h := range hops {
+		e := &pb.Event{Kind: "edge.selected", Node: a.node.ID, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
+		if h.edge != nil {
+			e.EdgeId = edges.EdgeID(h.edge)
+			e.Message = h.edge.Label()
+		} else {
+			e.Kind = "node.jump"
+		}
+		a.s.Emit(e)
+	}
+	if term != nil && a.s.cfg.OnTerminal != nil {
+		a.s.cfg.OnTerminal(a.node.ID, term)
+	}
+}
+
+// summary is the one-line text of an outcome for events.
+func summary(o *nodes.Outcome) string {
+	s := o.Response
+	if o.Status == nodes.StatusFail && o.FailureReason != "" {
+		s = o.FailureReason
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// route decides where the token goes after this node (spec 3.2-3.7 with
+// DESIGN decisions 3 and 6). It returns the envelopes to send and, when the
+// token's path ends, a Terminal.
+func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
+	g := a.s.cfg.Graph
+	env := edges.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs}
+	out := g.Outgoing(a.node.ID)
+
+	if a.typ == graph.TypeExit {
+		return a.exitRoute(j, o, ctx, bs)
+	}
+	if g.Kind() == "session" || a.typ == graph.TypeParallel {
+		sel := edges.Broadcast(g, a.node.ID, env, ctx)
+		if len(sel) == 0 {
+			return a.endOfPath(j, o, ctx, bs)
+		}
+		if a.typ == graph.TypeParallel {
+			return a.fork(j, o, ctx, bs, sel), nil
+		}
+		hops := make([]hop, 0, len(sel))
+		for _, e := range sel {
+			hops = append(hops, a.edgeHop(j, e, o, ctx, cloneBranches(bs)))
+		}
+		return hops, nil
+	}
+	if o.Status == nodes.StatusFail && a.typ != graph.TypeConditional {
+		// A diamond routes on the outcome it passes through; for any other
+		// node, failure routing applies (DESIGN decision 3).
+		switch a.node.Attrs.String("on_failure") {
+		case "exit":
+			return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: true}
+		case "route":
+			if e := edges.Select(g, a.node.ID, env, ctx); e != nil {
+				return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+			}
+		default:
+			if e := conditionMatch(out, env, ctx); e != nil {
+				return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+			}
+			for _, t := range []string{a.node.RetryTarget(), a.node.FallbackRetryTarget(),
+				g.Attrs.String("retry_target"), g.Attrs.String("fallback_retry_target")} {
+				if t != "" && g.Node(t) != nil {
+					return []hop{a.jump(j, t, o, ctx, bs)}, nil
+				}
+			}
+			for _, e := range out {
+				if e.Cond == nil && e.Condition() == "" {
+					if n := g.Node(e.To); n != nil && g.HandlerType(n) == graph.TypeConditional {
+						return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+					}
+				}
+			}
+		}
+		if join := innerJoin(bs); join != "" {
+			return []hop{a.jump(j, join, o, ctx, bs)}, nil
+		}
+		return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: true}
+	}
+	e := edges.Select(g, a.node.ID, env, ctx)
+	if e == nil {
+		return a.endOfPath(j, o, ctx, bs)
+	}
+	if e.LoopRestart() {
+		ctx = restartContext(ctx)
+		bs = nil
+		a.s.Emit(&pb.Event{Kind: "session.restarted", Node: e.To, Message: "loop_restart from " + a.node.ID,
+			Attrs: []*pb.KV{{Key: "generation", Value: ctx["internal.run_generation"]}}})
+	}
+	return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+}
+
+// endOfPath handles a node with no usable outgoing edge.
+func (a *nodeActor) endOfPath(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
+	if join := innerJoin(bs); join != "" && join != a.node.ID {
+		// A branch that ends before its fan-in still reports there.
+		return []hop{a.jump(j, join, o, ctx, bs)}, nil
+	}
+	if o.Status == nodes.StatusFail {
+		return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: len(bs) == 0}
+	}
+	return nil, &Terminal{Status: "success", Final: len(bs) == 0 && a.s.cfg.Graph.Kind() != "session"}
+}
+
+// exitRoute checks goal gates at the exit node (spec 3.4).
+func (a *nodeActor) exitRoute(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
+	g := a.s.cfg.Graph
+	var unsatisfied []*graph.Node
+	for _, n := range g.Nodes {
+		if !n.GoalGate() {
+			continue
+		}
+		st, visited := ctx["internal.outcome."+n.ID]
+		if visited && !nodes.Status(st).IsSuccess() {
+			unsatisfied = append(unsatisfied, n)
+		}
+	}
+	if len(unsatisfied) == 0 {
+		return nil, &Terminal{Status: "success", Final: true}
+	}
+	n := unsatisfied[0]
+	for _, t := range []string{n.RetryTarget(), n.FallbackRetryTarget(),
+		g.Attrs.String("retry_target"), g.Attrs.String("fallback_retry_target")} {
+		if t != "" && g.Node(t) != nil {
+			a.s.Emit(&pb.Event{Kind: "goal_gate.unsatisfied", Node: n.ID, Status: ctx["internal.outcome."+n.ID],
+				Message: "goal gate " + n.ID + " is not satisfied; retrying at " + t})
+			return []hop{a.jump(j, t, o, ctx, bs)}, nil
+		}
+	}
+	return nil, &Terminal{Status: "fail", Final: true,
+		Reason: "goal gate " + n.ID + " is not satisfied (status " + ctx["internal.outcome."+n.ID] + ") and has no retry target"}
+}
+
+// fork starts one branch per selected edge of a parallel node.
+func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch, sel []*graph.Edge) []hop {
+	forkID := a.s.cfg.SessionID + "." + a.node.ID + "." + strconv.FormatUint(j.firing, 10)
+	base := kvList(ctx)
+	hops := make([]hop, 0, len(sel))
+	for _, e := range sel {
+		nb := append(cloneBranches(bs), &pb.Branch{ForkNode: a.node.ID, Branch: e.To, Base: base,
+			ForkId: forkID, Width: uint32(len(sel)), JoinNode: a.s.joins[a.node.ID]})
+		bctx := make(map[string]string, len(ctx)+1)
+		for k, v := range ctx {
+			bctx[k] = v
+		}
+		bctx["parallel.branch"] = e.To
+		hops = append(hops, a.edgeHop(j, e, o, bctx, nb))
+	}
+	return hops
+}
+
+func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
+	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, ctx, bs)}
+}
+
+func (a *nodeActor) jump(j *job, to string, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
+	return hop{to: to, env: a.envelope(j, to, "", o, ctx, bs)}
+}
+
+// conditionMatch is step 1 of edge selection alone: the best edge whose
+// condition holds (failure routing must not fall through to other steps).
+func conditionMatch(out []*graph.Edge, o edges.Outcome, ctx map[string]string) *graph.Edge {
+	env := cond.Env{Outcome: o.Status, PreferredLabel: o.PreferredLabel, Context: ctx}
+	var best []*graph.Edge
+	for _, e := range out {
+		c := e.Cond
+		if c == nil {
+			if e.Condition() == "" {
+				continue
+			}
+			var err error
+			if c, err = cond.Parse(e.Condition()); err != nil {
+				continue
+			}
+		}
+		if c.Eval(env) {
+			best = append(best, e)
+		}
+	}
+	if len(best) == 0 {
+		return nil
+	}
+	sort.SliceStable(best, func(i, k int) bool {
+		if best[i].Weight() != best[k].Weight() {
+			return best[i].Weight() > best[k].Weight()
+		}
+		return best[i].To < best[k].To
+	})
+	return best[0]
+}
+
+// innerJoin is the fan-in node of the innermost branch, if any.
+func innerJoin(bs []*pb.Branch) string {
+	if len(bs) == 0 {
+		return ""
+	}
+	return bs[len(bs)-1].GetJoinNode()
+}
+
+func failReason(node string, o *nodes.Outcome) string {
+	if o.FailureReason != "" {
+		return node + ": " + o.FailureReason
+	}
+	return node + " failed"
+}
+
+// restartContext is the context a loop_restart starts from: the graph's
+// keys only, and the next run generation.
+func restartContext(ctx map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range ctx {
+		if len(k) > 6 && k[:6] == "graph." {
+			out[k] = v
+		}
+	}
+	gen, _ := strconv.Atoi(ctx["internal.run_generation"])
+	out["internal.run_generation"] = strconv.Itoa(gen + 1)
+	return out
+}

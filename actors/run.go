@@ -1,0 +1,123 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// runResult is what a handler run (with its retries) produced.
+type runResult struct {
+	outcome  *nodes.Outcome
+	attempts int
+	dur      time.Duration
+}
+
+// run executes the handler on a System goroutine, retrying as the node's
+// policy says (spec 3.5, DESIGN decision 2). It never panics.
+func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
+	g := a.s.cfg.Graph
+	maxRetries := a.node.MaxRetries(g)
+	retryOnFail := a.node.Attrs.Bool("retry_on_fail")
+	start := a.s.clk.Now()
+	for attempt := 1; ; attempt++ {
+		in := j.in
+		in.Attempt = attempt
+		in.AttemptID = fmt.Sprintf("%s/%s/%d/%d", a.s.cfg.SessionID, a.node.ID, j.firing, attempt)
+		in.Emit = func(kind string, fields map[string]any) {
+			ev := &pb.Event{Kind: kind, Node: a.node.ID}
+			for k, v := range fields {
+				ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: fmt.Sprint(v)})
+			}
+			a.s.Emit(ev)
+		}
+		o := a.call(ctx, &in)
+		if ctx.Err() != nil && !o.Status.IsSuccess() {
+			// The session is stopping: report, do not retry.
+			return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+		}
+		if o.Status.IsSuccess() || o.Status == nodes.StatusSkipped {
+			return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+		}
+		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
+		if retryable && attempt <= maxRetries {
+			delay := a.s.cfg.Backoff(attempt)
+			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: a.node.ID, Status: string(o.Status),
+				Attempts: uint32(attempt), Message: o.FailureReason,
+				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})
+			if !a.wait(ctx, delay) {
+				return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+			}
+			continue
+		}
+		if o.Status == nodes.StatusRetry {
+			// Retries exhausted (spec 3.5): partial success when allowed.
+			if a.node.Attrs.Bool("allow_partial") {
+				o.Status = nodes.StatusPartial
+			} else {
+				o.Status = nodes.StatusFail
+				if o.FailureReason == "" {
+					o.FailureReason = "retries exhausted after " + strconv.Itoa(attempt) + " attempts"
+				}
+			}
+		}
+		return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+	}
+}
+
+// wait sleeps on the session clock for d, or until ctx ends.
+func (a *nodeActor) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := a.s.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// call runs the handler once with the node's timeout, turning errors and
+// panics into failed outcomes.
+func (a *nodeActor) call(ctx context.Context, in *nodes.Input) (o *nodes.Outcome) {
+	if d, ok := a.node.Timeout(); ok && d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			o = &nodes.Outcome{Status: nodes.StatusFail,
+				FailureReason: fmt.Sprintf("handler panicked: %v\n%s", r, debug.Stack())}
+		}
+	}()
+	out, err := a.h.Handle(ctx, in)
+	if err != nil {
+		reason := err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "timeout: " + reason
+		}
+		o := &nodes.Outcome{Status: nodes.StatusFail, FailureReason: reason, Retryable: errors.Is(err, agent.ErrRetryable)}
+		if out != nil {
+			o.Usage = out.Usage
+		}
+		return o
+	}
+	if out == nil {
+		return &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "handler returned no outcome"}
+	}
+	if out.Status == "" {
+		out.Status = nodes.StatusSuccess
+	}
+	return out
+}

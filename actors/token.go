@@ -1,0 +1,60 @@
+package actors
+
+import (
+	"sort"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// ctxMap converts repeated KV into a map.
+func ctxMap(kvs []*pb.KV) map[string]string {
+	m := make(map[string]string, len(kvs)+8)
+	for _, kv := range kvs {
+		m[kv.GetKey()] = kv.GetValue()
+	}
+	return m
+}
+
+// kvList converts a map into repeated KV sorted by key (deterministic bytes).
+func kvList(m map[string]string) []*pb.KV {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*pb.KV, len(keys))
+	for i, k := range keys {
+		out[i] = &pb.KV{Key: k, Value: m[k]}
+	}
+	return out
+}
+
+// cloneBranches deep-copies a branch stack so that tokens sent on different
+// edges never share it.
+func cloneBranches(bs []*pb.Branch) []*pb.Branch {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]*pb.Branch, len(bs))
+	for i, b := range bs {
+		c := &pb.Branch{ForkNode: b.ForkNode, Branch: b.Branch, ForkId: b.ForkId, Width: b.Width, JoinNode: b.JoinNode}
+		c.Base = append([]*pb.KV(nil), b.Base...)
+		c.Updates = append([]*pb.KV(nil), b.Updates...)
+		out[i] = c
+	}
+	return out
+}
+
+// recordUpdates adds updates to the innermost branch of the stack, if any,
+// replacing earlier values of the same keys.
+func recordUpdates(bs []*pb.Branch, updates map[string]string) {
+	if len(bs) == 0 || len(updates) == 0 {
+		return
+	}
+	top := bs[len(bs)-1]
+	m := ctxMap(top.Updates)
+	for k, v := range updates {
+		m[k] = v
+	}
+	top.Updates = kvList(m)
+}

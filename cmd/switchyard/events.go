@@ -1,0 +1,96 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// eventJSON is the JSON form of an event that `--json` prints, one object a
+// line: kind, session, seq, time and the kind's own fields, flat.
+func eventJSON(ev *pb.Event) map[string]any {
+	m := map[string]any{"kind": ev.GetKind(), "session": ev.GetSessionId(), "seq": ev.GetSeq()}
+	if t := ev.GetTime(); t != nil {
+		m["time"] = t.AsTime().UTC().Format(time.RFC3339Nano)
+	}
+	if ev.GetNode() != "" {
+		m["node"] = ev.GetNode()
+	}
+	if ev.GetStatus() != "" {
+		m["status"] = ev.GetStatus()
+	}
+	if ev.GetKind() == "node.completed" || ev.GetAttempts() > 0 {
+		m["attempts"] = ev.GetAttempts()
+	}
+	if ev.GetDurationMs() != 0 || ev.GetKind() == "node.completed" {
+		m["duration_ms"] = ev.GetDurationMs()
+	}
+	if ev.GetEdgeId() != "" {
+		m["edge"] = ev.GetEdgeId()
+	}
+	if ev.GetMessage() != "" {
+		m["message"] = ev.GetMessage()
+	}
+	if u := ev.GetUsage(); u != nil {
+		m["usage"] = map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cost": u.Cost}
+	}
+	for _, kv := range ev.GetAttrs() {
+		if _, taken := m[kv.Key]; !taken {
+			m[kv.Key] = kv.Value
+		}
+	}
+	return m
+}
+
+// jsonRenderer prints one JSON object per event.
+type jsonRenderer struct{ enc *json.Encoder }
+
+func newJSONRenderer(w io.Writer) *jsonRenderer { return &jsonRenderer{enc: json.NewEncoder(w)} }
+
+func (r *jsonRenderer) render(ev *pb.Event) { _ = r.enc.Encode(eventJSON(ev)) }
+
+// textRenderer prints one line per node visit and the notable events, for
+// people.
+type textRenderer struct{ w io.Writer }
+
+func (r *textRenderer) render(ev *pb.Event) {
+	switch ev.GetKind() {
+	case "session.started":
+		fmt.Fprintf(r.w, "session %s: %s\n", ev.GetSessionId(), ev.GetMessage())
+	case "session.resumed":
+		fmt.Fprintf(r.w, "session %s resumed after %s\n", ev.GetSessionId(), ev.GetMessage())
+	case "node.completed":
+		line := fmt.Sprintf("  %-24s %-16s attempts=%d  %s", ev.GetNode(), ev.GetStatus(), ev.GetAttempts(),
+			(time.Duration(ev.GetDurationMs()) * time.Millisecond).String())
+		if ev.GetStatus() == "fail" && ev.GetMessage() != "" {
+			line += "  " + firstLine(ev.GetMessage())
+		}
+		fmt.Fprintln(r.w, line)
+	case "node.retrying":
+		fmt.Fprintf(r.w, "  %-24s retrying after attempt %d: %s\n", ev.GetNode(), ev.GetAttempts(), firstLine(ev.GetMessage()))
+	case "human.question":
+		var opts []string
+		for _, kv := range ev.GetAttrs() {
+			if k, ok := strings.CutPrefix(kv.Key, "option."); ok {
+				opts = append(opts, "["+k+"] "+strings.TrimSpace(strings.TrimPrefix(kv.Value, "["+k+"]")))
+			}
+		}
+		fmt.Fprintf(r.w, "  %-24s waiting for an answer: %s %s\n", ev.GetNode(), ev.GetMessage(), strings.Join(opts, " "))
+		fmt.Fprintf(r.w, "  %-24s answer with: switchyard answer %s %s CHOICE\n", "", ev.GetSessionId(), ev.GetNode())
+	case "human.answer":
+		fmt.Fprintf(r.w, "  %-24s answered %q\n", ev.GetNode(), ev.GetMessage())
+	case "iterations.exceeded", "goal_gate.unsatisfied", "envelope.rejected", "session.restarted":
+		fmt.Fprintf(r.w, "  %s: %s\n", ev.GetKind(), ev.GetMessage())
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+func init() { subcommands = append(subcommands, newRunCmd) }
+
+type runFlags struct {
+	logs     string
+	mock     string
+	answers  []string
+	provider string
+	nats     string
+	data     string
+	json     bool
+	resume   string
+	durable  bool
+	id       string
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run FILE.dot",
+		Short: "Run a pipeline to completion",
+		Long: `Run loads a DOT pipeline, validates it and runs it on an embedded NATS server
+(or the server given by --nats). Exit status: 0 when the pipeline succeeds, 1 when it
+fails, 2 for invalid input or usage.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErr(fmt.Errorf("run takes one DOT file, got %d arguments", len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runPipeline(cmd.Context(), f, args[0], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
+	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
+	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
+	fl.StringVar(&f.nats, "nats", "", "connect to this NATS server instead of starting an embedded one")
+	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
+	fl.StringVar(&f.resume, "resume", "", "resume the run whose run directory is DIR")
+	fl.BoolVar(&f.durable, "durable", false, "publish envelopes through JetStream (acknowledged and de-duplicated)")
+	fl.StringVar(&f.id, "id", "", "session id (default: generated)")
+	return cmd
+}
+
+// parseAnswers reads NODE=CHOICE flags into queues per node, in order.
+func parseAnswers(list []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, a := range list {
+		node, choice, ok := strings.Cut(a, "=")
+		if !ok || node == "" {
+			return nil, fmt.Errorf("--answer %q: want NODE=CHOICE", a)
+		}
+		out[node] = append(out[node], choice)
+	}
+	return out, nil
+}
+
+func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	answers, err := parseAnswers(f.answers)
+	if err != nil {
+		return usageErr(err)
+	}
+	providers, err := newProviders(f.provider, f.mock)
+	if err != nil {
+		return usageErr(err)
+	}
+	g, diags := graph.LoadFile(file, graph.WithKnownTypes(builtinTypes()...))
+	for _, d := range diags {
+		fmt.Fprintln(stderr, d.String())
+	}
+	if g == nil || diags.HasErrors() {
+		return &exitError{code: 2}
+	}
+	if err := providers.check(ctx, g, f.provider); err != nil {
+		return usageErr(err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	bcfg := broker.DefaultConfig()
+	bcfg.URL = f.nats
+	if f.data != "" {
+		bcfg.DataDir = f.data
+	}
+	b, err := broker.Start(ctx, bcfg)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	defer b.Close()
+
+	var iv nodes.Interviewer = nodes.NewQueue(answers)
+	if isTerminal(stdin) {
+		iv = session.Fallback(iv, nodes.Console(stdin, stderr))
+	}
+	id := f.id
+	if id == "" {
+		id = session.NewID()
+	}
+	logs := f.logs
+	if f.resume != "" {
+		logs = f.resume
+	}
+	if logs == "" {
+		logs = filepath.Join(".switchyard", "runs", id)
+	}
+	var render func(*pb.Event)
+	if f.json {
+		render = newJSONRenderer(stdout).render
+	} else {
+		render = (&textRenderer{w: stderr}).render
+	}
+	cfg := session.Config{
+		ID: id, Graph: g, Broker: b, LogsDir: logs, Durable: f.durable, Observer: render,
+		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
+	}
+	var s *session.Session
+	if f.resume != "" {
+		cfg.ID = f.id // the checkpoint's id unless --id is given
+		s, err = session.Resume(ctx, cfg)
+	} else {
+		s, err = session.Start(ctx, cfg)
+	}
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	rep, err := s.Wait(ctx)
+	if !f.json {
+		printSummary(stderr, rep, logs)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: switchyard run %s --resume %s", file, logs)}
+		}
+		return &exitError{code: 1, err: err}
+	}
+	if rep.Status != "success" {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// printSummary is the final report a person reads.
+func printSummary(w io.Writer, rep *session.Report, logs string) {
+	fmt.Fprintf(w, "\n%-24s %-16s %6s %8s %12s  %s\n", "NODE", "STATUS", "VISITS", "ATTEMPTS", "DURATION", "USAGE")
+	for _, n := range rep.Nodes {
+		usage := ""
+		if n.Usage.InputTokens+n.Usage.OutputTokens > 0 || n.Usage.Cost > 0 {
+			usage = fmt.Sprintf("%d in / %d out tokens, $%.4f", n.Usage.InputTokens, n.Usage.OutputTokens, n.Usage.Cost)
+		}
+		fmt.Fprintf(w, "%-24s %-16s %6d %8d %12s  %s\n", n.Node, n.Status, n.Visits, n.Attempts, n.Duration, usage)
+	}
+	fmt.Fprintf(w, "\nsession %s: %s", rep.SessionID, rep.Status)
+	if rep.Reason != "" {
+		fmt.Fprintf(w, " (%s)", rep.Reason)
+	}
+	if u := rep.Usage; u.InputTokens+u.OutputTokens > 0 || u.Cost > 0 {
+		fmt.Fprintf(w, "; %d in / %d out tokens, $%.4f", u.InputTokens, u.OutputTokens, u.Cost)
+	}
+	fmt.Fprintf(w, "\nrun directory: %s\n", logs)
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// providers resolves agent providers by name for the handlers.
+type providerSet struct {
+	mock *agent.Mock
+	reg  *agent.Registry
+}
+
+func newProviders(def, mockFile string) (*providerSet, error) {
+	var m *agent.Mock
+	if mockFile != "" {
+		var err error
+		if m, err = agent.LoadMockFile(mockFile); err != nil {
+			return nil, err
+		}
+	} else {
+		m = agent.NewMock(nil)
+	}
+	reg := agent.NewRegistry()
+	reg.Register("mock", m)
+	return &providerSet{mock: m, reg: reg}, nil
+}
+
+func (p *providerSet) lookup(name string) (agent.Provider, error) { return p.reg.Lookup(name) }
+
+// check verifies, before anything runs, that every provider the graph will
+// use can run (a missing CLI is reported now, not mid-run).
+func (p *providerSet) check(ctx context.Context, g *graph.Graph, def string) error {
+	names := map[string]bool{}
+	for _, n := range g.Nodes {
+		switch g.HandlerType(n) {
+		case graph.TypeCodergen, graph.TypeConditional:
+			if g.HandlerType(n) == graph.TypeConditional && n.Attrs.String("prompt") == "" {
+				continue
+			}
+			name := n.Attrs.String("llm_provider")
+			if name == "" {
+				name = agent.InferProvider(n.Attrs.String("llm_model"))
+			}
+			if name == "" {
+				name = def
+			}
+			names[name] = true
+		}
+	}
+	for name := range names {
+		pr, err := p.reg.Lookup(name)
+		if err != nil {
+			return err
+		}
+		if c, ok := pr.(agent.Checker); ok {
+			if err := c.Check(ctx); err != nil {
+				return fmt.Errorf("provider %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func builtinTypes() []string {
+	r := nodes.NewRegistry()
+	_ = nodes.RegisterBuiltins(r, nodes.Deps{})
+	return r.Types()
+}

@@ -1,0 +1,117 @@
+package graph
+
+import (
+	"os"
+)
+
+// LoadOption configures Load and Validate.
+type LoadOption func(*loadOptions)
+
+type loadOptions struct {
+	transforms []Transform
+	rules      []Rule
+	known      map[string]bool
+	session    bool
+}
+
+// WithTransforms adds custom transforms, run in order after the built-ins.
+func WithTransforms(ts ...Transform) LoadOption {
+	return func(o *loadOptions) { o.transforms = append(o.transforms, ts...) }
+}
+
+// WithRules adds custom lint rules, run after the built-ins.
+func WithRules(rs ...Rule) LoadOption { return func(o *loadOptions) { o.rules = append(o.rules, rs...) } }
+
+// WithKnownTypes sets the handler types the runtime has registered (for the
+// type_known rule); the default is BuiltinTypes.
+func WithKnownTypes(types ...string) LoadOption {
+	return func(o *loadOptions) {
+		o.known = map[string]bool{}
+		for _, t := range types {
+			o.known[t] = true
+		}
+	}
+}
+
+// AsSession loads the graph as a reactive session (as kind="session" does).
+func AsSession() LoadOption { return func(o *loadOptions) { o.session = true } }
+
+func options(opts []LoadOption) *loadOptions {
+	o := &loadOptions{}
+	for _, f := range opts {
+		f(o)
+	}
+	if o.known == nil {
+		WithKnownTypes(BuiltinTypes...)(o)
+	}
+	return o
+}
+
+// LoadFile loads the DOT file at path.
+func LoadFile(path string, opts ...LoadOption) (*Graph, Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Diagnostics{{Pos: Pos{File: path}, Severity: SeverityError, Rule: "read", Message: err.Error()}}
+	}
+	return Load(path, src, opts...)
+}
+
+// Load parses src, runs the transforms ($goal expansion, the stylesheet,
+// then custom ones), compiles the edge conditions and validates the graph.
+// It returns the graph (nil when it could not be parsed) and every
+// diagnostic, sorted by position. A graph with error diagnostics must not
+// run.
+func Load(filename string, src []byte, opts ...LoadOption) (*Graph, Diagnostics) {
+	g, err := Parse(filename, src)
+	if err != nil {
+		var ds Diagnostics
+		if list, ok := err.(ErrorList); ok {
+			for _, e := range list {
+				ds = append(ds, Diagnostic{Pos: e.Pos, Severity: SeverityError, Rule: e.Rule, Message: e.Msg})
+			}
+		} else {
+			ds = Diagnostics{{Pos: Pos{File: filename}, Severity: SeverityError, Rule: "read", Message: err.Error()}}
+		}
+		return nil, ds
+	}
+	return g, prepare(g, options(opts))
+}
+
+// prepare runs the transforms and the rules.
+func prepare(g *Graph, o *loadOptions) Diagnostics {
+	if o.session && g.Kind() != "session" {
+		g.Attrs["kind"] = Value{Text: "session", Kind: KindString}
+	}
+	var ds Diagnostics
+	for _, t := range append([]Transform{GoalExpansion, Stylesheet}, o.transforms...) {
+		ds = append(ds, t.Apply(g)...)
+	}
+	ds = append(ds, validate(g, o)...)
+	ds.Sort()
+	return ds
+}
+
+// Validate runs the lint rules (built-in, then custom) and returns every
+// diagnostic. It also compiles the edge conditions.
+func Validate(g *Graph, opts ...LoadOption) Diagnostics {
+	o := options(opts)
+	if o.session && g.Kind() != "session" {
+		g.Attrs["kind"] = Value{Text: "session", Kind: KindString}
+	}
+	ds := validate(g, o)
+	ds.Sort()
+	return ds
+}
+
+func validate(g *Graph, o *loadOptions) Diagnostics {
+	var ds Diagnostics
+	for _, r := range append(append([]Rule{}, BuiltinRules...), o.rules...) {
+		for _, d := range r.Check(g, o.known) {
+			if d.Pos.File == "" {
+				d.Pos.File = g.Pos.File
+			}
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}

@@ -1,0 +1,276 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/clock"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Checkpoint is the state of a session after a node completes, as written
+// to checkpoint.json in the run directory. The first fields are the spec's
+// (appendix C, section 5.3); the rest let a resumed run neither lose nor
+// repeat work.
+type Checkpoint struct {
+	Timestamp      time.Time         `json:"timestamp"`
+	SessionID      string            `json:"session_id"`
+	Graph          string            `json:"graph"`
+	CurrentNode    string            `json:"current_node"`
+	CompletedNodes []string          `json:"completed_nodes"`
+	NodeRetries    map[string]int    `json:"node_retries"`
+	Context        map[string]string `json:"context"`
+	Logs           []string          `json:"logs"`
+	// NodeOutcomes holds every node's last status (DESIGN decision 8).
+	NodeOutcomes map[string]string `json:"node_outcomes"`
+	// NodeVisits holds how many times each node fired.
+	NodeVisits map[string]int `json:"node_visits"`
+	// Pending are the envelopes published and not yet consumed, in protojson.
+	Pending []json.RawMessage `json:"pending"`
+	Firings uint64            `json:"firings"`
+	Seq     uint64            `json:"seq"`
+	// Status is running, success or fail.
+	Status        string `json:"status"`
+	FailureReason string `json:"failure_reason,omitempty"`
+}
+
+// ReadCheckpoint reads checkpoint.json from a run directory.
+func ReadCheckpoint(dir string) (*Checkpoint, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "checkpoint.json"))
+	if err != nil {
+		return nil, fmt.Errorf("session: read checkpoint: %w", err)
+	}
+	cp := &Checkpoint{}
+	if err := json.Unmarshal(data, cp); err != nil {
+		return nil, fmt.Errorf("session: checkpoint %s: %w", filepath.Join(dir, "checkpoint.json"), err)
+	}
+	return cp, nil
+}
+
+// journal is the session's actors.Journal: it keeps the checkpoint state
+// and writes it after every firing.
+type journal struct {
+	dir   string
+	clk   clock.Clock
+	graph string
+	sess  string
+
+	mu        sync.Mutex
+	completed []string
+	retries   map[string]int
+	outcomes  map[string]string
+	visits    map[string]int
+	context   map[string]string
+	current   string
+	pending   map[string]*pb.Envelope
+	order     []string // pending ids in publication order
+	firings   uint64
+	seq       uint64
+	status    string
+	reason    string
+	failed    bool
+	onSaved   func(seq uint64, node string)
+}
+
+func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
+	return &journal{dir: dir, clk: clk, sess: sess, graph: graphName,
+		retries: map[string]int{}, outcomes: map[string]string{}, visits: map[string]int{},
+		context: map[string]string{}, pending: map[string]*pb.Envelope{}, status: "running"}
+}
+
+// restore loads a checkpoint into the journal and returns the pending
+// envelopes to republish.
+func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.completed = append([]string(nil), cp.CompletedNodes...)
+	for k, v := range cp.NodeRetries {
+		j.retries[k] = v
+	}
+	for k, v := range cp.NodeOutcomes {
+		j.outcomes[k] = v
+	}
+	for k, v := range cp.NodeVisits {
+		j.visits[k] = v
+	}
+	for k, v := range cp.Context {
+		j.context[k] = v
+	}
+	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
+	j.status, j.reason = cp.Status, cp.FailureReason
+	var out []*pb.Envelope
+	for _, raw := range cp.Pending {
+		env := &pb.Envelope{}
+		if err := protojson.Unmarshal(raw, env); err != nil {
+			return nil, fmt.Errorf("session: checkpoint pending envelope: %w", err)
+		}
+		j.pending[env.GetId()] = env
+		j.order = append(j.order, env.GetId())
+		out = append(out, env)
+	}
+	return out, nil
+}
+
+// add records envelopes published outside a firing (the first one).
+func (j *journal) add(envs ...*pb.Envelope) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range envs {
+		if _, ok := j.pending[e.GetId()]; !ok {
+			j.pending[e.GetId()] = e
+			j.order = append(j.order, e.GetId())
+		}
+	}
+	return j.saveLocked()
+}
+
+// Commit implements actors.Journal.
+func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range c.Consumed {
+		delete(j.pending, id)
+	}
+	for _, e := range c.Produced {
+		if _, ok := j.pending[e.GetId()]; !ok {
+			j.pending[e.GetId()] = e
+			j.order = append(j.order, e.GetId())
+		}
+	}
+	if c.Status != "" {
+		j.completed = append(j.completed, c.Node)
+		j.outcomes[c.Node] = c.Status
+		j.visits[c.Node] = int(c.Firing)
+		j.firings++
+		j.current = c.Node
+		j.context = map[string]string{}
+		for _, kv := range c.Context {
+			j.context[kv.GetKey()] = kv.GetValue()
+			if len(kv.Key) > len("internal.retry_count.") && kv.Key[:len("internal.retry_count.")] == "internal.retry_count." {
+				var n int
+				fmt.Sscan(kv.Value, &n)
+				j.retries[kv.Key[len("internal.retry_count."):]] = n
+			}
+		}
+	}
+	if t := c.Terminal; t != nil {
+		if t.Status == "fail" {
+			j.failed = true
+			if j.reason == "" {
+				j.reason = t.Reason
+			}
+		}
+		if t.Final || len(j.pending) == 0 {
+			j.status = "success"
+			if j.failed {
+				j.status = "fail"
+			}
+		}
+	}
+	if err := j.saveLocked(); err != nil {
+		return err
+	}
+	if j.onSaved != nil {
+		j.onSaved(j.seq, c.Node)
+	}
+	return nil
+}
+
+// done reports whether the run has ended, and how.
+func (j *journal) done() (bool, string, string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.status != "running", j.status, j.reason
+}
+
+// live is the number of envelopes not yet consumed.
+func (j *journal) live() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.pending)
+}
+
+func (j *journal) snapshot() *Checkpoint {
+	cp := &Checkpoint{
+		Timestamp: j.clk.Now().UTC(), SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
+		CompletedNodes: append([]string{}, j.completed...),
+		NodeRetries:    copyMap(j.retries), Context: copyMap(j.context),
+		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
+		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
+	}
+	kept := j.order[:0]
+	for _, id := range j.order {
+		e, ok := j.pending[id]
+		if !ok {
+			continue
+		}
+		kept = append(kept, id)
+		raw, err := protojson.Marshal(e)
+		if err == nil {
+			cp.Pending = append(cp.Pending, raw)
+		}
+	}
+	j.order = kept
+	return cp
+}
+
+func (j *journal) saveLocked() error {
+	j.seq++
+	cp := j.snapshot()
+	if j.dir == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(j.dir, "checkpoint.json"), data)
+}
+
+// writeFileAtomic writes data to a temporary file and renames it over path,
+// so a crash leaves either the old or the new checkpoint, never a torn one.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".checkpoint-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(data)
+	serr := f.Sync()
+	cerr := f.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func copyMap[V any](m map[string]V) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,13 @@
+// Package session wires the graph, the broker, the node actors and the
+// handlers into a running session, and is the Go API a library user calls.
+//
+// A session is started with Start (or Resume, from a checkpoint), observed
+// through its events (published on sy.<session>.evt.<kind> and delivered to
+// the Observer in Config), and ended by its own completion or by Stop. Wait
+// returns the Report: the final status and, per node, status, attempts,
+// duration, output and usage.
+//
+// The run directory (Config.LogsDir) holds manifest.json, checkpoint.json
+// (written after every node) and one directory per executed node with
+// prompt.md, response.md and status.json.
+package session

@@ -1,0 +1,146 @@
+package session_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// run is one test run of a pipeline on the real runtime: an embedded NATS
+// server, real actors, the built-in handlers and the mock provider.
+type run struct {
+	t       *testing.T
+	broker  *broker.Broker
+	logs    string
+	mock    string // JSON mock script
+	answers map[string][]string
+	reg     func(*nodes.Registry)
+	ctx     map[string]string
+
+	mu     sync.Mutex
+	events []*pb.Event
+}
+
+func newRun(t *testing.T) *run {
+	return &run{t: t, broker: brokertest.Start(t), logs: t.TempDir()}
+}
+
+func (r *run) load(src string) *graph.Graph {
+	r.t.Helper()
+	g, diags := graph.Load("test.dot", []byte(src), graph.WithKnownTypes(append(builtinTypes(), "custom.echo", "custom.flaky")...))
+	require.False(r.t, diags.HasErrors(), "diagnostics: %v", diags)
+	require.NotNil(r.t, g)
+	return g
+}
+
+func builtinTypes() []string {
+	reg := nodes.NewRegistry()
+	_ = nodes.RegisterBuiltins(reg, nodes.Deps{})
+	return reg.Types()
+}
+
+func (r *run) config(g *graph.Graph) session.Config {
+	r.t.Helper()
+	var m *agent.Mock
+	if r.mock != "" {
+		p := filepath.Join(r.t.TempDir(), "mock.json")
+		require.NoError(r.t, os.WriteFile(p, []byte(r.mock), 0o644))
+		var err error
+		m, err = agent.LoadMockFile(p)
+		require.NoError(r.t, err)
+	} else {
+		m = agent.NewMock(nil)
+	}
+	deps := nodes.Deps{
+		Providers:       func(string) (agent.Provider, error) { return m, nil },
+		DefaultProvider: "mock",
+		Interviewer:     nodes.NewQueue(r.answers),
+	}
+	reg := nodes.NewRegistry()
+	require.NoError(r.t, nodes.RegisterBuiltins(reg, deps))
+	if r.reg != nil {
+		r.reg(reg)
+	}
+	return session.Config{
+		Graph: g, Broker: r.broker, Registry: reg, LogsDir: r.logs, Context: r.ctx,
+		Backoff:  func(int) time.Duration { return 0 },
+		Observer: r.observe,
+	}
+}
+
+func (r *run) observe(ev *pb.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+// exec runs src to completion and returns the report.
+func (r *run) exec(src string) *session.Report {
+	r.t.Helper()
+	g := r.load(src)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, r.config(g))
+	require.NoError(r.t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(r.t, err, "session did not complete")
+	return rep
+}
+
+// visits lists the nodes in the order their visits completed.
+func (r *run) visits() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, ev := range r.events {
+		if ev.Kind == "node.completed" {
+			out = append(out, ev.Node)
+		}
+	}
+	return out
+}
+
+// kinds counts events by kind.
+func (r *run) kinds() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, ev := range r.events {
+		out[ev.Kind]++
+	}
+	return out
+}
+
+func (r *run) event(kind, node string) *pb.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.events {
+		if ev.Kind == kind && (node == "" || ev.Node == node) {
+			return ev
+		}
+	}
+	return nil
+}
+
+func (r *run) file(parts ...string) string {
+	r.t.Helper()
+	data, err := os.ReadFile(filepath.Join(append([]string{r.logs}, parts...)...))
+	require.NoError(r.t, err)
+	return string(data)
+}
+
+func join(s ...string) string { return strings.Join(s, " ") }

@@ -1,0 +1,163 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// AnswerMessage is what `switchyard answer` (or any NATS client) publishes
+// on sy.<session>.ctl.answer to answer a human gate.
+type AnswerMessage struct {
+	Node   string `json:"node"`
+	Choice string `json:"choice"`
+	By     string `json:"by,omitempty"`
+}
+
+// ControlInterviewer asks people through the session's subjects: each
+// question is a human.question event, and the answer arrives on
+// sy.<session>.ctl.answer, as an AnswerMessage in JSON or as an envelope of
+// kind human_answer addressed to the node. Answers that arrive before the
+// question are kept for it.
+type ControlInterviewer struct {
+	nc      *nats.Conn
+	session string
+	clk     clock.Clock
+	emit    func(*pb.Event)
+
+	mu      sync.Mutex
+	waiting map[string]chan AnswerMessage
+	early   map[string][]AnswerMessage
+	sub     *nats.Subscription
+}
+
+// NewControlInterviewer subscribes to the session's answer subject. emit
+// publishes the question events; Close unsubscribes.
+func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emit func(*pb.Event)) (*ControlInterviewer, error) {
+	if clk == nil {
+		clk = clock.Real()
+	}
+	c := &ControlInterviewer{nc: nc, session: sessionID, clk: clk, emit: emit,
+		waiting: map[string]chan AnswerMessage{}, early: map[string][]AnswerMessage{}}
+	sub, err := nc.Subscribe(broker.Control(sessionID, "answer"), c.receive)
+	if err != nil {
+		return nil, err
+	}
+	c.sub = sub
+	return c, nc.Flush()
+}
+
+// Close stops listening for answers.
+func (c *ControlInterviewer) Close() error { return c.sub.Unsubscribe() }
+
+// ParseAnswer reads an answer message in either accepted form.
+func ParseAnswer(data []byte) (AnswerMessage, error) {
+	var a AnswerMessage
+	trimmed := strings.TrimSpace(string(data))
+	if strings.HasPrefix(trimmed, "{") && !strings.Contains(trimmed, `"kind"`) {
+		if err := json.Unmarshal(data, &a); err != nil {
+			return a, fmt.Errorf("bad answer: %v", err)
+		}
+	} else {
+		env, err := actors.DecodeEnvelope(data)
+		if err != nil {
+			return a, err
+		}
+		a = AnswerMessage{Node: env.GetToNode(), Choice: env.GetPayload().GetMessage(), By: env.GetFromNode()}
+	}
+	if a.Node == "" {
+		return a, errors.New("bad answer: no node")
+	}
+	return a, nil
+}
+
+func (c *ControlInterviewer) receive(m *nats.Msg) {
+	a, err := ParseAnswer(m.Data)
+	if err != nil {
+		c.emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
+			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
+		return
+	}
+	c.mu.Lock()
+	ch, ok := c.waiting[a.Node]
+	if ok {
+		delete(c.waiting, a.Node)
+	} else {
+		c.early[a.Node] = append(c.early[a.Node], a)
+	}
+	c.mu.Unlock()
+	if ok {
+		ch <- a
+	}
+}
+
+// Ask publishes the question and waits for its answer, the question's
+// timeout (answered TIMEOUT) or ctx.
+func (c *ControlInterviewer) Ask(ctx context.Context, q *nodes.Question) (*nodes.Answer, error) {
+	ch := make(chan AnswerMessage, 1)
+	c.mu.Lock()
+	if early := c.early[q.Stage]; len(early) > 0 {
+		c.early[q.Stage] = early[1:]
+		ch <- early[0]
+	} else {
+		c.waiting[q.Stage] = ch
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		if c.waiting[q.Stage] == ch {
+			delete(c.waiting, q.Stage)
+		}
+		c.mu.Unlock()
+	}()
+	ev := &pb.Event{Kind: "human.question", Node: q.Stage, Message: q.Text,
+		Attrs: []*pb.KV{{Key: "type", Value: string(q.Type)}}}
+	for _, o := range q.Options {
+		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "option." + o.Key, Value: o.Label})
+	}
+	c.emit(ev)
+	var timeout <-chan struct{}
+	if q.Timeout > 0 {
+		done := make(chan struct{})
+		t := c.clk.AfterFunc(q.Timeout, func() { close(done) })
+		defer t.Stop()
+		timeout = done
+	}
+	select {
+	case a := <-ch:
+		c.emit(&pb.Event{Kind: "human.answer", Node: q.Stage, Message: a.Choice,
+			Attrs: []*pb.KV{{Key: "by", Value: a.By}}})
+		return &nodes.Answer{Value: a.Choice, Text: a.Choice, By: a.By, At: c.clk.Now()}, nil
+	case <-timeout:
+		return &nodes.Answer{Value: "TIMEOUT", At: c.clk.Now()}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Fallback asks first; when first has no answer (SKIPPED, as an empty
+// queue says), it asks next.
+func Fallback(first, next nodes.Interviewer) nodes.Interviewer {
+	return fallback{first, next}
+}
+
+type fallback struct{ first, next nodes.Interviewer }
+
+func (f fallback) Ask(ctx context.Context, q *nodes.Question) (*nodes.Answer, error) {
+	a, err := f.first.Ask(ctx, q)
+	if err != nil || a == nil || a.Value != "SKIPPED" {
+		return a, err
+	}
+	return f.next.Ask(ctx, q)
+}

@@ -1,0 +1,378 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Config is what a session needs. Graph and Broker are required.
+type Config struct {
+	// ID names the session in its subjects; generated when empty.
+	ID     string
+	Graph  *graph.Graph
+	Broker *broker.Broker
+	// Registry resolves handler types; nil uses the built-ins with Deps.
+	Registry *nodes.Registry
+	// Deps configures the built-in handlers when Registry is nil.
+	Deps nodes.Deps
+	// ControlAnswers lets people answer human gates on the session's
+	// sy.<session>.ctl.answer subject when Deps.Interviewer has no answer
+	// (always the case when Deps.Interviewer is nil).
+	ControlAnswers bool
+	// LogsDir is the run directory; empty keeps no files.
+	LogsDir string
+	// WorkDir is where tools and agents run (default: LogsDir, else ".").
+	WorkDir string
+	// Durable publishes envelopes through JetStream (acknowledged, de-duplicated).
+	Durable bool
+	// Context seeds the run context (after the graph's own keys).
+	Context map[string]string
+	// Input is the message the start node receives.
+	Input  string
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Observer receives every event of the session, in order, on the
+	// session's event goroutine. It must not block for long.
+	Observer func(*pb.Event)
+	// Backoff overrides the retry delay (tests); nil uses the spec's preset.
+	Backoff func(n int) time.Duration
+}
+
+// Session is a running graph.
+type Session struct {
+	cfg    Config
+	id     string
+	sys    *actors.System
+	jr     *journal
+	ctl    *ControlInterviewer
+	sub    *nats.Subscription
+	events chan *nats.Msg
+	report *reporter
+
+	stopOnce sync.Once
+	done     chan struct{} // closed when the session.completed event was seen
+	loopDone chan struct{}
+	finish   sync.Once
+	started  time.Time
+}
+
+// NewID returns a fresh session id.
+func NewID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "s" + hex.EncodeToString(b[:])
+}
+
+// Start starts a session from the start node.
+func Start(ctx context.Context, cfg Config) (*Session, error) {
+	s, err := newSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeManifest(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.sys.Emit(&pb.Event{Kind: "session.started", Message: cfg.Graph.Name,
+		Attrs: []*pb.KV{{Key: "goal", Value: cfg.Graph.Goal()}, {Key: "kind", Value: cfg.Graph.Kind()}}})
+	if cfg.Graph.Kind() == "session" {
+		return s, nil
+	}
+	start := cfg.Graph.StartNode()
+	if start == nil {
+		s.Stop()
+		return nil, errors.New("session: the graph has no start node")
+	}
+	env := &pb.Envelope{
+		Id: s.id + ".input", SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
+		CreatedAt: timestamppb.New(s.clock().Now()),
+		Payload:   &pb.Payload{Message: cfg.Input},
+		Context:   kvs(initialContext(cfg)),
+	}
+	if err := s.jr.add(env); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("session: checkpoint: %w", err)
+	}
+	if err := s.sys.Send(ctx, broker.NodeIn(s.id, start.ID), env); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("session: start: %w", err)
+	}
+	return s, nil
+}
+
+// Resume continues the session whose checkpoint is in cfg.LogsDir: node
+// counters, context and completed nodes are restored and the envelopes that
+// were pending are delivered again.
+func Resume(ctx context.Context, cfg Config) (*Session, error) {
+	cp, err := ReadCheckpoint(cfg.LogsDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		cfg.ID = cp.SessionID
+	}
+	if cp.Graph != "" && cp.Graph != cfg.Graph.Name {
+		return nil, fmt.Errorf("session: checkpoint is of graph %q, not %q", cp.Graph, cfg.Graph.Name)
+	}
+	restore := map[string]*pb.NodeRecord{}
+	for n, v := range cp.NodeVisits {
+		restore[n] = &pb.NodeRecord{Node: n, Visits: uint32(v), Status: cp.NodeOutcomes[n]}
+	}
+	s, err := newSessionWith(cfg, restore, cp.Firings)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := s.jr.restore(cp)
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.sys.SetEventSeq(cp.Seq * 1000) // resumed events sort after the first run's
+	s.sys.Emit(&pb.Event{Kind: "session.resumed", Message: cp.CurrentNode,
+		Attrs: []*pb.KV{{Key: "pending", Value: fmt.Sprint(len(pending))}}})
+	if cp.Status != "running" {
+		s.complete(cp.Status, cp.FailureReason)
+		return s, nil
+	}
+	for _, env := range pending {
+		subj := broker.NodeIn(s.id, env.GetToNode())
+		if env.GetEdgeId() != "" {
+			subj = broker.Edge(s.id, env.GetEdgeId())
+		}
+		if err := s.sys.Send(ctx, subj, env); err != nil {
+			s.Stop()
+			return nil, fmt.Errorf("session: resume: %w", err)
+		}
+	}
+	if len(pending) == 0 && cfg.Graph.Kind() != "session" {
+		s.complete("fail", "checkpoint has no pending work")
+	}
+	return s, nil
+}
+
+func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, 0) }
+
+func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint64) (*Session, error) {
+	if cfg.Graph == nil || cfg.Broker == nil {
+		return nil, errors.New("session: Config needs Graph and Broker")
+	}
+	if cfg.ID == "" {
+		cfg.ID = NewID()
+	}
+	if !broker.ValidToken(cfg.ID) {
+		return nil, fmt.Errorf("session: invalid session id %q", cfg.ID)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = cfg.LogsDir
+	}
+	if cfg.LogsDir != "" {
+		if err := os.MkdirAll(cfg.LogsDir, 0o755); err != nil {
+			return nil, fmt.Errorf("session: logs dir: %w", err)
+		}
+	}
+	s := &Session{cfg: cfg, id: cfg.ID, done: make(chan struct{}), loopDone: make(chan struct{}),
+		events: make(chan *nats.Msg, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
+	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
+	nc := cfg.Broker.Conn()
+	reg := cfg.Registry
+	if reg == nil && (cfg.ControlAnswers || cfg.Deps.Interviewer == nil) {
+		// The built-ins ask people through the session's answer subject
+		// when the configured interviewer has no answer.
+		ctl, err := NewControlInterviewer(nc, cfg.ID, cfg.Clock, func(ev *pb.Event) { s.sys.Emit(ev) })
+		if err != nil {
+			return nil, fmt.Errorf("session: answers: %w", err)
+		}
+		s.ctl = ctl
+		deps := cfg.Deps
+		if deps.Interviewer == nil {
+			deps.Interviewer = ctl
+		} else {
+			deps.Interviewer = Fallback(deps.Interviewer, ctl)
+		}
+		cfg.Deps = deps
+	}
+	if reg == nil {
+		reg = nodes.NewRegistry()
+		if err := nodes.RegisterBuiltins(reg, cfg.Deps); err != nil {
+			if s.ctl != nil {
+				_ = s.ctl.Close()
+			}
+			return nil, err
+		}
+	}
+	sub, err := nc.ChanSubscribe(broker.AllEvents(cfg.ID), s.events)
+	if err != nil {
+		return nil, fmt.Errorf("session: subscribe events: %w", err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	s.sub = sub
+	go s.eventLoop()
+	acfg := actors.Config{
+		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr,
+		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
+		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
+	}
+	if cfg.Durable {
+		js := cfg.Broker.JetStream()
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, broker.FileStorage); err != nil {
+			s.closeEvents()
+			return nil, fmt.Errorf("session: stream: %w", err)
+		}
+		acfg.JetStream = js
+	}
+	sys, err := actors.New(acfg)
+	if err != nil {
+		s.closeEvents()
+		return nil, err
+	}
+	s.sys = sys
+	s.jr.onSaved = func(seq uint64, node string) {
+		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
+			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})
+	}
+	return s, nil
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// System returns the session's actor system (for triggers and tests).
+func (s *Session) System() *actors.System { return s.sys }
+
+func (s *Session) clock() clock.Clock { return s.cfg.Clock }
+
+// onTerminal is called by a node actor when a token's path ends.
+func (s *Session) onTerminal(node string, t *actors.Terminal) {
+	if done, status, reason := s.jr.done(); done {
+		s.complete(status, reason)
+	}
+}
+
+// complete publishes session.completed once; the event loop closes done
+// when it sees it, so every earlier event has been observed by then.
+func (s *Session) complete(status, reason string) {
+	s.finish.Do(func() {
+		s.sys.Emit(&pb.Event{Kind: "session.completed", Status: status, Message: reason,
+			DurationMs: s.clock().Now().Sub(s.started).Milliseconds()})
+	})
+}
+
+func (s *Session) eventLoop() {
+	defer close(s.loopDone)
+	for m := range s.events {
+		ev := &pb.Event{}
+		if err := proto.Unmarshal(m.Data, ev); err != nil {
+			continue
+		}
+		s.report.observe(ev)
+		if s.cfg.Observer != nil {
+			s.cfg.Observer(ev)
+		}
+		if ev.Kind == "session.completed" {
+			select {
+			case <-s.done:
+			default:
+				close(s.done)
+			}
+		}
+	}
+}
+
+// Done is closed when the session has completed and every one of its
+// events has been delivered to the Observer.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Wait blocks until the session completes or ctx ends, then stops it and
+// returns its report.
+func (s *Session) Wait(ctx context.Context) (*Report, error) {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.Stop()
+		return s.report.result(), ctx.Err()
+	}
+	s.Stop()
+	return s.report.result(), nil
+}
+
+// Stop cancels running handlers, stops the actors and the event loop. The
+// checkpoint on disk stays as the last firing left it. Idempotent.
+func (s *Session) Stop() {
+	s.stopOnce.Do(func() {
+		if s.sys != nil {
+			s.sys.Stop()
+		}
+		_ = s.cfg.Broker.Conn().Flush()
+		s.closeEvents()
+	})
+}
+
+func (s *Session) closeEvents() {
+	if s.ctl != nil {
+		_ = s.ctl.Close()
+	}
+	_ = s.sub.Unsubscribe()
+	close(s.events)
+	<-s.loopDone
+}
+
+// Report returns the report so far.
+func (s *Session) Report() *Report { return s.report.result() }
+
+func (s *Session) writeManifest() error {
+	if s.cfg.LogsDir == "" {
+		return nil
+	}
+	m := map[string]any{"name": s.cfg.Graph.Name, "goal": s.cfg.Graph.Goal(), "session_id": s.id,
+		"start_time": s.clock().Now().UTC().Format(time.RFC3339Nano)}
+	data, _ := json.MarshalIndent(m, "", "  ")
+	return os.WriteFile(filepath.Join(s.cfg.LogsDir, "manifest.json"), data, 0o644)
+}
+
+// initialContext mirrors the graph's attributes as graph.* keys (the spec's
+// graph.goal among them) and adds the caller's keys.
+func initialContext(cfg Config) map[string]string {
+	ctx := map[string]string{}
+	for _, k := range cfg.Graph.Attrs.Keys() {
+		ctx["graph."+k] = cfg.Graph.Attrs.String(k)
+	}
+	ctx["graph.goal"] = cfg.Graph.Goal()
+	for k, v := range cfg.Context {
+		ctx[k] = v
+	}
+	return ctx
+}
+
+func kvs(m map[string]string) []*pb.KV {
+	out := make([]*pb.KV, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		out = append(out, &pb.KV{Key: k, Value: m[k]})
+	}
+	return out
+}
