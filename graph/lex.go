@@ -10,20 +10,20 @@ import (
 type tokKind uint8
 
 const (
-	tEOF    tokKind = iota
-	tWord           // identifiers, keywords, numbers, durations, bare values, dotted keys
-	tString         // "quoted" (Text holds the decoded value)
-	tLBrace         // {
-	tRBrace         // }
-	tLBrack         // [
-	tRBrack         // ]
-	tEq             // =
-	tComma          // ,
-	tSemi           // ;
-	tArrow          // ->
-	tUndirected     // --
-	tColon          // : (Graphviz ports; rejected by the parser)
-	tError          // a lexical error (Text holds the message, Rule the rule)
+	tEOF        tokKind = iota
+	tWord               // identifiers, keywords, numbers, durations, bare values, dotted keys
+	tString             // "quoted" (Text holds the decoded value)
+	tLBrace             // {
+	tRBrace             // }
+	tLBrack             // [
+	tRBrack             // ]
+	tEq                 // =
+	tComma              // ,
+	tSemi               // ;
+	tArrow              // ->
+	tUndirected         // --
+	tColon              // : (Graphviz ports; rejected by the parser)
+	tError              // a lexical error (Text holds the message, Rule the rule)
 )
 
 func (k tokKind) String() string {

@@ -20,7 +20,9 @@ func WithTransforms(ts ...Transform) LoadOption {
 }
 
 // WithRules adds custom lint rules, run after the built-ins.
-func WithRules(rs ...Rule) LoadOption { return func(o *loadOptions) { o.rules = append(o.rules, rs...) } }
+func WithRules(rs ...Rule) LoadOption {
+	return func(o *loadOptions) { o.rules = append(o.rules, rs...) }
+}
 
 // WithKnownTypes sets the handler types the runtime has registered (for the
 // type_known rule); the default is BuiltinTypes.

@@ -218,17 +218,17 @@ func (g *Graph) Incoming(id string) []*Edge {
 
 // Handler types of the built-in handlers.
 const (
-	TypeStart        = "start"
-	TypeExit         = "exit"
-	TypeCodergen     = "codergen"
-	TypeHuman        = "wait.human"
-	TypeConditional  = "conditional"
-	TypeParallel     = "parallel"
-	TypeFanIn        = "parallel.fan_in"
-	TypeTool         = "tool"
-	TypeManagerLoop  = "stack.manager_loop"
-	DefaultShape     = "box"
-	DefaultNodeType  = TypeCodergen
+	TypeStart       = "start"
+	TypeExit        = "exit"
+	TypeCodergen    = "codergen"
+	TypeHuman       = "wait.human"
+	TypeConditional = "conditional"
+	TypeParallel    = "parallel"
+	TypeFanIn       = "parallel.fan_in"
+	TypeTool        = "tool"
+	TypeManagerLoop = "stack.manager_loop"
+	DefaultShape    = "box"
+	DefaultNodeType = TypeCodergen
 )
 
 // shapeTypes is the canonical Attractor shape table plus the aliases of
