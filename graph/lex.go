@@ -206,7 +206,9 @@ func (l *lexer) lexString(p Pos) token {
 					l.advance()
 				}
 				l.advance()
-				return token{kind: tError, rule: "unknown_escape", text: `unknown escape \` + string(r) + ` in string (use \" \n \t or \\)`, pos: ep}
+				// The string is still a string: the parser reports the escape
+				// and goes on, so one mistake makes one error.
+				return token{kind: tString, rule: "unknown_escape", text: `unknown escape \` + string(r) + ` in string (use \" \n \t or \\)`, pos: ep}
 			}
 			l.advance()
 		default:

@@ -97,14 +97,20 @@ func (s *scope) child() *scope {
 type bailout struct{}
 
 func (p *parser) next() {
-	p.tok = p.lex.next()
-	if p.tok.kind == tError {
-		p.errorf(p.tok.pos, p.tok.rule, "%s", p.tok.text)
-		// skip the bad token
+	for {
 		p.tok = p.lex.next()
-		for p.tok.kind == tError {
+		switch {
+		case p.tok.kind == tString && p.tok.rule != "":
+			// a string with a bad escape: report it, keep the string
 			p.errorf(p.tok.pos, p.tok.rule, "%s", p.tok.text)
-			p.tok = p.lex.next()
+			p.tok.text, p.tok.rule = "", ""
+			return
+		case p.tok.kind != tError:
+			return
+		}
+		p.errorf(p.tok.pos, p.tok.rule, "%s", p.tok.text)
+		if strings.HasPrefix(p.tok.rule, "unterminated_") {
+			panic(bailout{}) // the rest of the file was swallowed: nothing more to say
 		}
 	}
 }
@@ -466,6 +472,16 @@ func (p *parser) parseValue(key string) Value {
 	case tWord:
 		p.next()
 		v := Value{Text: t.text, Pos: t.pos}
+		if durationKeys[key] {
+			if _, err := ParseDuration(t.text); err != nil {
+				p.errorf(t.pos, "bad_duration", "%s: %v", key, err)
+			}
+			v.Kind = KindDuration
+			if intRE.MatchString(t.text) {
+				v.Kind = KindInt
+			}
+			return v
+		}
 		switch {
 		case t.text == "true" || t.text == "false":
 			v.Kind = KindBool
@@ -481,11 +497,6 @@ func (p *parser) parseValue(key string) Value {
 			p.errorf(t.pos, "bad_duration", "bad value %q: a number, or a duration like 250ms, 15m, 1d", t.text)
 		default:
 			p.errorf(t.pos, "bad_value", "bad value %q: quote it", t.text)
-		}
-		if durationKeys[key] && v.Kind != KindDuration && v.Kind != KindInt {
-			if _, err := ParseDuration(t.text); err != nil {
-				p.errorf(t.pos, "bad_duration", "%s: %v", key, err)
-			}
 		}
 		return v
 	}
