@@ -57,7 +57,6 @@ func Parse(filename string, src []byte) (*Graph, error) {
 		return nil, ErrorList{{Pos: Pos{File: filename, Line: line, Col: col}, Rule: "binary_input", Msg: "the file is not UTF-8 text"}}
 	}
 	p := &parser{lex: newLexer(filename, string(src)), file: filename}
-	p.next()
 	g := p.parseFile()
 	if len(p.errs) > 0 {
 		p.errs.Sort()
@@ -151,6 +150,7 @@ func (p *parser) parseFile() (g *Graph) {
 			g = nil
 		}
 	}()
+	p.next()
 	p.g = &Graph{Attrs: Attrs{}, Pos: p.tok.pos}
 	p.declared = map[string]bool{}
 	if p.tok.kind == tWord && strings.EqualFold(p.tok.text, "strict") {
