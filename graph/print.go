@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"strconv"
 	"strings"
 )
 
@@ -108,10 +107,7 @@ func quote(s string) string {
 		case '\t':
 			b.WriteString(`\t`)
 		default:
-			if r < 0x20 {
-				b.WriteString(strconv.QuoteRune(r)[1 : len(strconv.QuoteRune(r))-1])
-				continue
-			}
+			// other control characters are kept raw: DOT strings may hold them
 			b.WriteRune(r)
 		}
 	}

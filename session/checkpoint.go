@@ -226,10 +226,10 @@ func (j *journal) snapshot() *Checkpoint {
 
 func (j *journal) saveLocked() error {
 	j.seq++
-	cp := j.snapshot()
 	if j.dir == "" {
 		return nil
 	}
+	cp := j.snapshot()
 	data, err := json.MarshalIndent(cp, "", "  ")
 	if err != nil {
 		return err

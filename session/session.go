@@ -60,14 +60,16 @@ type Config struct {
 
 // Session is a running graph.
 type Session struct {
-	cfg    Config
-	id     string
-	sys    *actors.System
-	jr     *journal
-	ctl    *ControlInterviewer
-	sub    *nats.Subscription
-	events chan *nats.Msg
-	report *reporter
+	cfg Config
+	id  string
+	sys *actors.System
+	jr  *journal
+	ctl *ControlInterviewer
+	// registry is the handler registry, shared with child sessions.
+	registry *nodes.Registry
+	sub      *nats.Subscription
+	events   chan *nats.Msg
+	report   *reporter
 
 	stopOnce sync.Once
 	done     chan struct{} // closed when the session.completed event was seen
@@ -218,6 +220,9 @@ func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint6
 		cfg.Deps = deps
 	}
 	if reg == nil {
+		if cfg.Deps.Children == nil {
+			cfg.Deps.Children = &childRunner{parent: s}
+		}
 		reg = nodes.NewRegistry()
 		if err := nodes.RegisterBuiltins(reg, cfg.Deps); err != nil {
 			if s.ctl != nil {
@@ -233,6 +238,7 @@ func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint6
 	_ = sub.SetPendingLimits(-1, -1)
 	s.sub = sub
 	go s.eventLoop()
+	s.registry = reg
 	acfg := actors.Config{
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr,
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
