@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"time"
 
@@ -33,8 +34,17 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 		in.AttemptID = fmt.Sprintf("%s/%s/%d/%d", a.s.cfg.SessionID, a.node.ID, j.firing, attempt)
 		in.Emit = func(kind string, fields map[string]any) {
 			ev := &pb.Event{Kind: kind, Node: a.node.ID}
-			for k, v := range fields {
-				ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: fmt.Sprint(v)})
+			keys := make([]string, 0, len(fields))
+			for k := range fields {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if k == "message" {
+					ev.Message = fmt.Sprint(fields[k])
+					continue
+				}
+				ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: fmt.Sprint(fields[k])})
 			}
 			a.s.Emit(ev)
 		}

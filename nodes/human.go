@@ -76,6 +76,12 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	if p := in.Node.Attrs.String("prompt"); p != "" {
 		q.Text = in.Prompt
 	}
+	emit(in, "human.question", q.Text, func(f map[string]any) {
+		f["type"] = string(q.Type)
+		for _, o := range q.Options {
+			f["option."+o.Key] = o.Label
+		}
+	})
 	// `timeout` is both the question's and the node's: when the node's
 	// deadline ends the wait, the default choice applies all the same.
 	a, err := h.Interviewer.Ask(ctx, q)
@@ -85,6 +91,7 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	emit(in, "human.answer", a.Value, func(f map[string]any) { f["by"] = a.By })
 	updates := map[string]string{}
 	if a.By != "" {
 		updates["human.gate.answered_by"] = a.By
@@ -140,4 +147,16 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	updates["human.gate.label"] = choice.Label
 	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
 		ContextUpdates: updates, Response: choice.Label}, nil
+}
+
+// emit publishes a handler event, if the runtime gave a way to.
+func emit(in *Input, kind, message string, fill func(map[string]any)) {
+	if in.Emit == nil {
+		return
+	}
+	f := map[string]any{"message": message}
+	if fill != nil {
+		fill(f)
+	}
+	in.Emit(kind, f)
 }

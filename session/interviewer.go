@@ -25,8 +25,8 @@ type AnswerMessage struct {
 	By     string `json:"by,omitempty"`
 }
 
-// ControlInterviewer asks people through the session's subjects: each
-// question is a human.question event, and the answer arrives on
+// ControlInterviewer asks people through the session's subjects: the human
+// gate publishes each question as a human.question event, and the answer arrives on
 // sy.<session>.ctl.answer, as an AnswerMessage in JSON or as an envelope of
 // kind human_answer addressed to the node. Answers that arrive before the
 // question are kept for it.
@@ -121,12 +121,6 @@ func (c *ControlInterviewer) Ask(ctx context.Context, q *nodes.Question) (*nodes
 		}
 		c.mu.Unlock()
 	}()
-	ev := &pb.Event{Kind: "human.question", Node: q.Stage, Message: q.Text,
-		Attrs: []*pb.KV{{Key: "type", Value: string(q.Type)}}}
-	for _, o := range q.Options {
-		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "option." + o.Key, Value: o.Label})
-	}
-	c.emit(ev)
 	var timeout <-chan struct{}
 	if q.Timeout > 0 {
 		done := make(chan struct{})
@@ -136,8 +130,6 @@ func (c *ControlInterviewer) Ask(ctx context.Context, q *nodes.Question) (*nodes
 	}
 	select {
 	case a := <-ch:
-		c.emit(&pb.Event{Kind: "human.answer", Node: q.Stage, Message: a.Choice,
-			Attrs: []*pb.KV{{Key: "by", Value: a.By}}})
 		return &nodes.Answer{Value: a.Choice, Text: a.Choice, By: a.By, At: c.clk.Now()}, nil
 	case <-timeout:
 		return &nodes.Answer{Value: "TIMEOUT", At: c.clk.Now()}, nil
