@@ -25,7 +25,10 @@ type runResult struct {
 // policy says (spec 3.5, DESIGN decision 2). It never panics.
 func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 	g := a.s.cfg.Graph
-	maxRetries := a.node.MaxRetries(g)
+	maxRetries, backoff := retryPolicy(g, a.node)
+	if a.s.cfg.Backoff != nil {
+		backoff = a.s.cfg.Backoff
+	}
 	retryOnFail := a.node.Attrs.Bool("retry_on_fail")
 	start := a.s.clk.Now()
 	for attempt := 1; ; attempt++ {
@@ -58,7 +61,7 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 		}
 		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
 		if retryable && attempt <= maxRetries {
-			delay := a.s.cfg.Backoff(attempt)
+			delay := backoff(attempt)
 			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: a.node.ID, Status: string(o.Status),
 				Attempts: uint32(attempt), Message: o.FailureReason,
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})

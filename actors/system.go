@@ -43,8 +43,9 @@ type Config struct {
 	LogsDir    string
 	WorkDir    string
 	Clock      clock.Clock
-	// Backoff returns the delay before retry attempt n (n >= 1). Nil uses
-	// the spec's standard preset: 200ms doubling, capped at 60s, jittered.
+	// Backoff, when set, returns the delay before retry n (n >= 1) for every
+	// node (tests). Nil uses each node's retry_policy preset (default
+	// standard: 200ms doubling, capped at 60s, jittered).
 	Backoff func(n int) time.Duration
 	Logger  *slog.Logger
 	// Restore holds node counters from a checkpoint.
@@ -90,9 +91,6 @@ func New(cfg Config) (*System, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Backoff == nil {
-		cfg.Backoff = StandardBackoff
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	as := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
@@ -275,17 +273,4 @@ func (s *System) stoppedNow() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
-}
-
-// StandardBackoff is the spec's standard retry preset: 200ms × 2^(n-1),
-// capped at 60s, times a jitter in [0.5, 1.5).
-func StandardBackoff(n int) time.Duration {
-	d := 200 * time.Millisecond
-	for i := 1; i < n && d < time.Minute; i++ {
-		d *= 2
-	}
-	if d > time.Minute {
-		d = time.Minute
-	}
-	return time.Duration(float64(d) * (0.5 + jitter()))
 }

@@ -333,6 +333,7 @@ var (
 		"reasoning_effort": {"low", "medium", "high"},
 		"dir":              {"forward", "back", "both", "none"},
 		"workflow_mode":    {"planning", "implementation"},
+		"retry_policy":     {"none", "standard", "aggressive", "linear", "patient"},
 	}
 )
 
