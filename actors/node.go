@@ -154,6 +154,9 @@ type job struct {
 	ctx      map[string]string // the token's context before the handler
 	branches []*pb.Branch      // the token's branch stack after this node's join
 	in       nodes.Input
+
+	ctxKV   []*pb.KV          // the context after the firing, as a list
+	ctxKVOf map[string]string // the map ctxKV was made from
 }
 
 func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
@@ -228,7 +231,7 @@ func toMessage(env *pb.Envelope) nodes.Message {
 }
 
 // envelope builds the envelope a firing sends to target.
-func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) *pb.Envelope {
+func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []*pb.KV, bs []*pb.Branch) *pb.Envelope {
 	target := edgeID
 	if target == "" {
 		target = "jump." + to
@@ -246,7 +249,7 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx ma
 		Outcome: &pb.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel,
 			SuggestedNextIds: o.SuggestedNextIDs, Notes: o.Notes, FailureReason: o.FailureReason},
 		ContextUpdates: kvList(o.ContextUpdates),
-		Context:        kvList(ctx),
+		Context:        ctx,
 		Branches:       bs,
 	}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"reflect"
 	"sort"
 	"strconv"
 
@@ -58,7 +59,7 @@ func (a *nodeActor) finish(m *runDone) {
 		consumed[i] = e.GetId()
 	}
 	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
-		Consumed: consumed, Context: kvList(ctx), Terminal: term}
+		Consumed: consumed, Context: job.kv(ctx), Terminal: term}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
@@ -252,11 +253,25 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 }
 
 func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
-	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, ctx, bs)}
+	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, j.kv(ctx), bs)}
 }
 
 func (a *nodeActor) jump(j *job, to string, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
-	return hop{to: to, env: a.envelope(j, to, "", o, ctx, bs)}
+	return hop{to: to, env: a.envelope(j, to, "", o, j.kv(ctx), bs)}
+}
+
+// kv converts the token's context once per firing: the envelopes and the
+// commit share the (immutable) list.
+func (j *job) kv(ctx map[string]string) []*pb.KV {
+	if j.ctxKV == nil || !sameMap(j.ctxKVOf, ctx) {
+		j.ctxKV, j.ctxKVOf = kvList(ctx), ctx
+	}
+	return j.ctxKV
+}
+
+// sameMap reports whether a and b are the same map (not equal contents).
+func sameMap(a, b map[string]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // conditionMatch is step 1 of edge selection alone: the best edge whose

@@ -153,6 +153,8 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 		j.visits[c.Node] = int(c.Firing)
 		j.firings++
 		j.current = c.Node
+	}
+	if c.Status != "" && j.dir != "" {
 		j.context = map[string]string{}
 		for _, kv := range c.Context {
 			j.context[kv.GetKey()] = kv.GetValue()
@@ -180,7 +182,7 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	if err := j.saveLocked(); err != nil {
 		return err
 	}
-	if j.onSaved != nil {
+	if j.onSaved != nil && j.dir != "" {
 		j.onSaved(j.seq, c.Node)
 	}
 	return nil
