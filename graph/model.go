@@ -150,10 +150,22 @@ type Graph struct {
 	Attrs Attrs
 	Nodes []*Node // in declaration order
 	Edges []*Edge // in declaration order
-	Pos   Pos
+	// Subgraphs are kept for their attributes (budgets) and members; their
+	// nodes are also in Nodes, and their labels are classes of the nodes.
+	Subgraphs []*Subgraph
+	Pos       Pos
 
 	byID       map[string]*Node
 	undeclared []nodeRef // edge endpoints no node statement declared
+}
+
+// Subgraph is a subgraph of the DOT file: its id, its graph attributes and
+// the nodes declared or used inside it (nested subgraphs' nodes included).
+type Subgraph struct {
+	ID    string
+	Attrs Attrs
+	Nodes []string
+	Pos   Pos
 }
 
 // Node is one node of a graph.

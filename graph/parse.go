@@ -86,11 +86,12 @@ type scope struct {
 	nodeDefaults Attrs
 	edgeDefaults Attrs
 	classes      []string
+	subgraphs    []*Subgraph // the enclosing subgraphs, outermost first
 }
 
 func (s *scope) child() *scope {
 	return &scope{nodeDefaults: s.nodeDefaults.Clone(), edgeDefaults: s.edgeDefaults.Clone(),
-		classes: append([]string(nil), s.classes...)}
+		classes: append([]string(nil), s.classes...), subgraphs: append([]*Subgraph(nil), s.subgraphs...)}
 }
 
 type bailout struct{}
@@ -264,6 +265,11 @@ func (p *parser) graphAttrs(sc *scope, attrs Attrs, top bool) {
 	}
 	// Inside a subgraph, graph attributes describe the subgraph: its label
 	// becomes a class of the nodes declared in it.
+	if n := len(sc.subgraphs); n > 0 {
+		for k, v := range attrs {
+			sc.subgraphs[n-1].Attrs[k] = v
+		}
+	}
 	if v, ok := attrs["label"]; ok {
 		if c := classFromLabel(v.Text); c != "" {
 			sc.classes = append(sc.classes, c)
@@ -288,12 +294,19 @@ func classFromLabel(label string) string {
 
 func (p *parser) parseSubgraph(sc *scope) {
 	child := sc.child()
+	sg := &Subgraph{Attrs: Attrs{}, Pos: p.tok.pos}
 	if p.tok.kind == tWord && p.tok.text == "subgraph" {
 		p.next()
 		if p.tok.kind == tWord || p.tok.kind == tString {
+			sg.ID = p.tok.text
 			p.next()
 		}
 	}
+	if sg.ID == "" {
+		sg.ID = "subgraph" + strconv.Itoa(len(p.g.Subgraphs)+1)
+	}
+	p.g.Subgraphs = append(p.g.Subgraphs, sg)
+	child.subgraphs = append(child.subgraphs, sg)
 	p.expect(tLBrace, "to open the subgraph")
 	p.parseStmts(child, false)
 	p.expect(tRBrace, "to close the subgraph")
@@ -349,6 +362,9 @@ func (p *parser) nodeOrEdge(sc *scope, first token) {
 }
 
 func (p *parser) declareNode(sc *scope, id token, attrs Attrs, explicit bool) {
+	for _, sg := range sc.subgraphs {
+		sg.addNode(id.text)
+	}
 	n := p.g.Node(id.text)
 	if n == nil {
 		n = &Node{ID: id.text, Attrs: sc.nodeDefaults.Clone(), Pos: id.pos}
@@ -384,6 +400,15 @@ func (p *parser) declareNode(sc *scope, id token, attrs Attrs, explicit bool) {
 		}
 	}
 	n.syncClassAttr()
+}
+
+func (sg *Subgraph) addNode(id string) {
+	for _, have := range sg.Nodes {
+		if have == id {
+			return
+		}
+	}
+	sg.Nodes = append(sg.Nodes, id)
 }
 
 func (n *Node) addClass(c string) {

@@ -30,6 +30,20 @@ func (g *Graph) DOT() string {
 		}
 		b.WriteString("\n")
 	}
+	for _, sg := range g.Subgraphs {
+		b.WriteString("    subgraph ")
+		b.WriteString(printID(sg.ID))
+		b.WriteString(" {")
+		if len(sg.Attrs) > 0 {
+			b.WriteString(" graph ")
+			writeAttrs(&b, sg.Attrs)
+		}
+		for _, id := range sg.Nodes {
+			b.WriteString(" ")
+			b.WriteString(id)
+		}
+		b.WriteString(" }\n")
+	}
 	for _, e := range g.Edges {
 		b.WriteString("    ")
 		b.WriteString(e.From)

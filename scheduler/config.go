@@ -1,0 +1,182 @@
+package scheduler
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/graph"
+)
+
+// Trigger modes.
+const (
+	TriggerAny      = "any"
+	TriggerAll      = "all"
+	TriggerManual   = "manual"
+	TriggerSchedule = "schedule"
+)
+
+// Limits are budget limits; zero means none.
+type Limits struct {
+	Time   time.Duration
+	Tokens int64
+	Cost   float64
+}
+
+func (l Limits) empty() bool { return l.Time == 0 && l.Tokens == 0 && l.Cost == 0 }
+
+// NodeConfig is what the scheduler reads of a node.
+type NodeConfig struct {
+	ID            string
+	Trigger       string
+	Join          string // all, any, quorum:N
+	Quorum        int
+	JoinTimeout   time.Duration
+	Schedule      string
+	Upstream      []string // edge ids of the node's incoming edges
+	MaxIterations int
+	Budget        Limits
+	Scopes        []string // budget scopes above the node: subgraphs, then the graph
+	StallAfter    int
+	Locks         []string
+}
+
+// Config is the scheduler's view of a graph.
+type Config struct {
+	Nodes         map[string]*NodeConfig
+	MaxIterations int
+	MaxInFlight   int
+	StallTimeout  time.Duration
+	Scopes        map[string]Limits // subgraph and graph budgets by scope name
+}
+
+// GraphScope is the scope name of the graph's own budget.
+const GraphScope = "graph"
+
+func limitsOf(a graph.Attrs) (Limits, error) {
+	var l Limits
+	if v, ok := a["budget_time"]; ok {
+		d, err := graph.ParseDuration(v.Text)
+		if err != nil {
+			return l, fmt.Errorf("budget_time: %w", err)
+		}
+		l.Time = d
+	}
+	if v, ok := a["budget_tokens"]; ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(v.Text), 10, 64)
+		if err != nil {
+			return l, fmt.Errorf("budget_tokens %q: want an integer", v.Text)
+		}
+		l.Tokens = n
+	}
+	if v, ok := a["budget_cost"]; ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64)
+		if err != nil {
+			return l, fmt.Errorf("budget_cost %q: want a number", v.Text)
+		}
+		l.Cost = f
+	}
+	return l, nil
+}
+
+// ConfigFrom reads a graph's scheduling attributes.
+func ConfigFrom(g *graph.Graph) (*Config, error) {
+	cfg := &Config{Nodes: map[string]*NodeConfig{}, MaxIterations: g.MaxIterations(), Scopes: map[string]Limits{}}
+	if v, ok := g.Attrs.Int("max_in_flight"); ok {
+		cfg.MaxInFlight = v
+	}
+	if d, ok := g.Attrs.Duration("stall_timeout"); ok {
+		cfg.StallTimeout = d
+	}
+	gl, err := limitsOf(g.Attrs)
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	if !gl.empty() {
+		cfg.Scopes[GraphScope] = gl
+	}
+	memberOf := map[string][]string{}
+	for _, sg := range g.Subgraphs {
+		l, err := limitsOf(sg.Attrs)
+		if err != nil {
+			return nil, fmt.Errorf("subgraph %s: %w", sg.ID, err)
+		}
+		if l.empty() {
+			continue
+		}
+		scope := "subgraph:" + sg.ID
+		cfg.Scopes[scope] = l
+		for _, n := range sg.Nodes {
+			memberOf[n] = append(memberOf[n], scope)
+		}
+	}
+	for _, n := range g.Nodes {
+		nc := &NodeConfig{ID: n.ID, Trigger: n.Attrs.String("trigger"), Join: n.Attrs.String("join"),
+			Schedule: n.Attrs.String("schedule"), MaxIterations: g.MaxVisits(), StallAfter: 3}
+		if nc.Trigger == "" {
+			nc.Trigger = TriggerAny
+			if g.HandlerType(n) == graph.TypeFanIn && len(g.Incoming(n.ID)) > 1 {
+				nc.Trigger = TriggerAll
+			}
+		}
+		if nc.Trigger == TriggerAll || nc.Join != "" && g.HandlerType(n) != graph.TypeParallel {
+			switch {
+			case nc.Join == "" || nc.Join == "all":
+				nc.Join = "all"
+			case nc.Join == "any":
+			case strings.HasPrefix(nc.Join, "quorum:"):
+				q, err := strconv.Atoi(strings.TrimPrefix(nc.Join, "quorum:"))
+				if err != nil || q < 1 {
+					return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
+				}
+				nc.Quorum = q
+			default:
+				if g.HandlerType(n) != graph.TypeParallel {
+					return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
+				}
+			}
+		}
+		switch nc.Trigger {
+		case TriggerAny, TriggerAll, TriggerManual:
+		case TriggerSchedule:
+			if nc.Schedule == "" {
+				return nil, fmt.Errorf("node %s: trigger=schedule needs a schedule (a cron spec)", n.ID)
+			}
+			if _, err := parseCron(nc.Schedule); err != nil {
+				return nil, fmt.Errorf("node %s: schedule %q: %w", n.ID, nc.Schedule, err)
+			}
+		default:
+			return nil, fmt.Errorf("node %s: trigger %q: want any, all, manual or schedule", n.ID, nc.Trigger)
+		}
+		if d, ok := n.Attrs.Duration("join_timeout"); ok {
+			nc.JoinTimeout = d
+		}
+		for _, e := range g.Incoming(n.ID) {
+			nc.Upstream = append(nc.Upstream, edges.EdgeID(e))
+		}
+		if v, ok := n.Attrs.Int("max_visits"); ok {
+			nc.MaxIterations = v
+		}
+		if v, ok := n.Attrs.Int("max_iterations"); ok {
+			nc.MaxIterations = v
+		}
+		if v, ok := n.Attrs.Int("stall_after"); ok {
+			nc.StallAfter = v
+		} else if v, ok := g.Attrs.Int("stall_after"); ok {
+			nc.StallAfter = v
+		}
+		if nc.Budget, err = limitsOf(n.Attrs); err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.ID, err)
+		}
+		nc.Scopes = append(memberOf[n.ID], GraphScope)
+		for _, l := range strings.Split(n.Attrs.String("locks"), ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				nc.Locks = append(nc.Locks, l)
+			}
+		}
+		cfg.Nodes[n.ID] = nc
+	}
+	return cfg, nil
+}

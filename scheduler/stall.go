@@ -1,0 +1,48 @@
+package scheduler
+
+import "strings"
+
+// Result is what a handler run produced, as the scheduler sees it.
+type Result struct {
+	Status string
+	// OutputHash identifies the output (a hash of response and context
+	// updates); equal hashes mean the same output.
+	OutputHash string
+	Failure    string
+	Usage      Usage
+}
+
+// stallWindow remembers a node's last results.
+type stallWindow struct {
+	after int
+	last  []string
+}
+
+// observe records a result and reports the repeating evidence when the
+// last `after` results are the same.
+func (w *stallWindow) observe(r Result) (stalled bool, evidence string) {
+	if w.after <= 0 {
+		return false, ""
+	}
+	key := "status=" + r.Status + " output=" + r.OutputHash
+	if r.Failure != "" {
+		key = "status=" + r.Status + " failure=" + r.Failure
+	}
+	w.last = append(w.last, key)
+	if len(w.last) > w.after {
+		w.last = w.last[len(w.last)-w.after:]
+	}
+	if len(w.last) < w.after {
+		return false, ""
+	}
+	for _, k := range w.last[1:] {
+		if k != w.last[0] {
+			return false, ""
+		}
+	}
+	ev := w.last[0]
+	if len(ev) > 300 {
+		ev = ev[:300]
+	}
+	return true, strings.TrimSpace(ev)
+}
