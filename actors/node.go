@@ -1,23 +1,38 @@
 package actors
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // delivery is an envelope that arrived on one of the node's subjects.
 type delivery struct {
-	subject string
-	env     *pb.Envelope
+	edge string // the edge id; "" for the inbox
+	env  *pb.Envelope
 }
+
+// trigger is an explicit trigger of the node.
+type trigger struct{ env *pb.Envelope }
+
+// drain asks the actor to take what its buffers hold (a debounce window
+// ended).
+type drain struct{}
+
+// notice is a scheduler notice for this node.
+type notice struct{ kind string }
 
 // runDone brings a handler's result back to the actor.
 type runDone struct {
@@ -26,123 +41,243 @@ type runDone struct {
 }
 
 // nodeActor is the actor of one node. Its fields are touched only from
-// Receive (the actor's goroutine), except where noted.
+// Receive (the actor's goroutine).
 type nodeActor struct {
 	s    *System
 	node *graph.Node
 	typ  string
 	h    nodes.Handler
 
-	queue   [][]*pb.Envelope          // batches ready to fire, in arrival order
-	joins   map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived
+	buffers map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
+	order   []string                              // buffer keys in a fixed order
+	queue   [][]*pb.Envelope                      // batches ready to fire, in arrival order
+	joins   map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
 	running bool
 	cur     *job // the firing in progress
-	visits  int
+	ticket  *scheduler.Ticket
+	cancel  context.CancelFunc
 	firing  uint64
+	waiting string // why the head batch waits (in-flight cap, lock), "" when not
 }
 
 var _ actor.Actor = (*nodeActor)(nil)
 
-func newNodeActor(s *System, n *graph.Node, typ string, h nodes.Handler) *nodeActor {
-	return &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{}}
+func newNodeActor(s *System, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
+	a := &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{},
+		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
+	for _, e := range s.cfg.Graph.Incoming(n.ID) {
+		mode, err := edges.ParseMode(e.Attrs.String("delivery"))
+		if err != nil {
+			return nil, fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
+		}
+		window, _ := e.Attrs.Duration("debounce")
+		id := edges.EdgeID(e)
+		b, err := edges.New[*pb.Envelope](mode, window, s.clk, func() { s.wake(n.ID, &drain{}) })
+		if err != nil {
+			return nil, fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
+		}
+		a.buffers[id] = b
+		a.order = append(a.order, id)
+	}
+	return a, nil
 }
 
 // Receive never blocks: handlers run on goroutines owned by the System.
 func (a *nodeActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *delivery:
-		a.accept(m.env)
+		a.s.sched.Progress()
+		if a.joinBranch(m.env) {
+			a.tryFire(c)
+			return
+		}
+		b := a.buffers[m.edge]
+		if b == nil {
+			b = a.buffers[""]
+		}
+		if before := b.Dropped(); true {
+			b.Push(m.env)
+			if d := b.Dropped(); d > before {
+				a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, EdgeId: m.edge,
+					Message: "superseded by a newer envelope (delivery mode)", Attrs: []*pb.KV{{Key: "dropped_total", Value: strconv.FormatUint(d, 10)}}})
+			}
+		}
+		a.take()
+		a.tryFire(c)
+	case *drain:
+		a.take()
+		a.tryFire(c)
+	case *trigger:
+		d, err := a.s.sched.Trigger(a.node.ID)
+		if err == nil {
+			a.decided(d, m.env)
+		}
+		a.tryFire(c)
+	case *notice:
+		a.onNotice(m.kind)
 		a.tryFire(c)
 	case *runDone:
 		a.running = false
+		if a.cancel != nil {
+			a.cancel()
+			a.cancel = nil
+		}
 		a.finish(m)
 		a.tryFire(c)
-	}
-}
-
-// accept queues an arriving envelope, joining parallel branches at a fan-in.
-func (a *nodeActor) accept(env *pb.Envelope) {
-	if bs := env.GetBranches(); a.typ == graph.TypeFanIn && len(bs) > 0 {
-		top := bs[len(bs)-1]
-		if top.GetJoinNode() == a.node.ID {
-			arrived := append(a.joins[top.GetForkId()], env)
-			if uint32(len(arrived)) < top.GetWidth() {
-				a.joins[top.GetForkId()] = arrived
-				a.s.Emit(&pb.Event{Kind: "node.waiting", Node: a.node.ID,
-					Message: "join incomplete: " + strconv.Itoa(len(arrived)) + " of " + strconv.FormatUint(uint64(top.GetWidth()), 10) + " branches arrived"})
-				return
-			}
-			delete(a.joins, top.GetForkId())
-			a.queue = append(a.queue, arrived)
-			return
+	case *actor.Stopping:
+		for _, b := range a.buffers {
+			b.Close()
 		}
 	}
-	a.queue = append(a.queue, []*pb.Envelope{env})
 }
 
-// tryFire starts the handler on the next ready batch if the node is idle.
+// joinBranch joins parallel branch tokens at their fan-in node; it reports
+// whether the envelope was such a token.
+func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
+	bs := env.GetBranches()
+	if a.typ != graph.TypeFanIn || len(bs) == 0 || bs[len(bs)-1].GetJoinNode() != a.node.ID {
+		return false
+	}
+	top := bs[len(bs)-1]
+	arrived := append(a.joins[top.GetForkId()], env)
+	if uint32(len(arrived)) < top.GetWidth() {
+		a.joins[top.GetForkId()] = arrived
+		a.s.Emit(&pb.Event{Kind: "node.waiting", Node: a.node.ID,
+			Message: "join incomplete: " + strconv.Itoa(len(arrived)) + " of " + strconv.FormatUint(uint64(top.GetWidth()), 10) + " branches arrived"})
+		return true
+	}
+	delete(a.joins, top.GetForkId())
+	a.queue = append(a.queue, arrived)
+	return true
+}
+
+// take moves what the delivery buffers hold through the node's gate.
+func (a *nodeActor) take() {
+	for _, id := range a.order {
+		b := a.buffers[id]
+		for {
+			env, ok := b.Pop()
+			if !ok {
+				break
+			}
+			d, err := a.s.sched.Offer(a.node.ID, id, env)
+			if err != nil {
+				a.s.log.Error("actors: offer", "node", a.node.ID, "err", err)
+				continue
+			}
+			a.decided(d, nil)
+		}
+	}
+}
+
+// decided queues a gate's firing, or records why the node waits.
+func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
+	if !d.Fire {
+		if d.Reason != "" {
+			a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, Message: d.Reason})
+		}
+		return
+	}
+	batch := make([]*pb.Envelope, 0, len(d.Inputs))
+	for _, in := range d.Inputs {
+		batch = append(batch, in.Item.(*pb.Envelope))
+	}
+	if len(batch) == 0 {
+		if tick == nil {
+			tick = &pb.Envelope{Kind: KindTick, SessionId: a.s.cfg.SessionID, ToNode: a.node.ID,
+				Id: a.s.cfg.SessionID + "." + a.node.ID + ".tick." + strconv.FormatInt(a.s.clk.Now().UnixNano(), 10),
+				CreatedAt: timestamppb.New(a.s.clk.Now())}
+		}
+		batch = append(batch, tick)
+	}
+	if len(d.Missing) > 0 {
+		for _, env := range batch {
+			env.Context = append(env.Context, &pb.KV{Key: "join.missing", Value: strings.Join(d.Missing, ",")})
+		}
+	}
+	a.queue = append(a.queue, batch)
+}
+
+func (a *nodeActor) onNotice(kind string) {
+	switch kind {
+	case "timer":
+		d, err := a.s.sched.Timer(a.node.ID)
+		if err == nil {
+			a.decided(d, nil)
+		}
+	case "cancel":
+		if a.cancel != nil {
+			a.cancel()
+		}
+	case "admit":
+		// tryFire asks again
+	}
+}
+
+// tryFire starts the handler on the next ready batch if the node is idle
+// and the scheduler admits it.
 func (a *nodeActor) tryFire(c actor.Context) {
 	if a.running || len(a.queue) == 0 || a.s.stoppedNow() {
 		return
 	}
 	batch := a.queue[0]
-	a.queue = a.queue[1:]
-	if reason := a.limitReached(); reason != "" {
-		a.refuse(batch, reason)
+	t, w, evs := a.s.sched.Admit(a.node.ID)
+	a.s.emitScheduler(evs)
+	if w != nil {
+		if w.Stop {
+			a.queue = a.queue[1:]
+			a.refuse(batch, w.Reason)
+			a.tryFire(c)
+			return
+		}
+		a.waiting = w.Reason // an "admit" notice will try again
 		return
 	}
-	a.visits++
+	a.waiting = ""
+	a.queue = a.queue[1:]
+	a.ticket = t
 	a.firing++
-	a.s.firings.Add(1)
 	a.running = true
 	firing := a.firing
 	self := c.Self()
 	job := a.prepare(batch, firing)
 	a.cur = job
+	ctx, cancel := context.WithCancel(a.s.ctx)
+	if !t.Deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(a.s.ctx, t.Deadline)
+	}
+	a.cancel = cancel
 	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
 		Attrs: []*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}})
 	if !a.s.goFunc(func() {
-		res := a.run(a.s.ctx, job)
+		res := a.run(ctx, job)
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
 	}) {
 		a.running = false
+		cancel()
 	}
 }
 
-// limitReached checks the node's visit bound and the graph's firing bound
-// (DESIGN decision 9).
-func (a *nodeActor) limitReached() string {
-	g := a.s.cfg.Graph
-	maxVisits := g.MaxVisits()
-	if v, ok := a.node.Attrs.Int("max_visits"); ok {
-		maxVisits = v
-	}
-	if v, ok := a.node.Attrs.Int("max_iterations"); ok {
-		maxVisits = v
-	}
-	if maxVisits > 0 && a.visits >= maxVisits {
-		return "node " + a.node.ID + " reached its limit of " + strconv.Itoa(maxVisits) + " visits (max_visits)"
-	}
-	if m := g.MaxIterations(); m > 0 && a.s.firings.Load() >= uint64(m) {
-		return "session reached its limit of " + strconv.Itoa(m) + " node firings (graph max_iterations)"
-	}
-	return ""
-}
-
-// refuse ends the batch's token path because a bound was reached.
+// refuse consumes a batch the scheduler will never run: in a pipeline the
+// run fails with the reason; in a session the envelopes are consumed with
+// the refusal on record (an event, never a silent drop).
 func (a *nodeActor) refuse(batch []*pb.Envelope, reason string) {
-	a.s.Emit(&pb.Event{Kind: "iterations.exceeded", Node: a.node.ID, Message: reason})
 	ids := make([]string, len(batch))
 	for i, e := range batch {
 		ids[i] = e.GetId()
 	}
-	t := &Terminal{Status: "fail", Reason: reason, Final: true}
+	a.s.Emit(&pb.Event{Kind: "node.refused", Node: a.node.ID, Message: reason,
+		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
+	var t *Terminal
+	if a.s.cfg.Graph.Kind() != "session" {
+		t = &Terminal{Status: "fail", Reason: reason, Final: true}
+	}
 	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
 		Context: batch[0].GetContext()}
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, c); err != nil {
 		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
 	}
-	if a.s.cfg.OnTerminal != nil {
+	if t != nil && a.s.cfg.OnTerminal != nil {
 		a.s.cfg.OnTerminal(a.node.ID, t)
 	}
 }

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"reflect"
 	"sort"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // hop is one envelope to publish: on an edge, or a jump to a node's inbox.
@@ -31,6 +34,11 @@ func (a *nodeActor) finish(m *runDone) {
 		// The session is stopping: the firing is not recorded, so a resume
 		// runs it again (with the same attempt ids).
 		return
+	}
+	if t := a.ticket; t != nil {
+		a.ticket = nil
+		a.s.emitScheduler(a.s.sched.Release(t, scheduler.Result{Status: string(o.Status), OutputHash: outputHash(o),
+			Failure: o.FailureReason, Usage: scheduler.Usage{InputTokens: o.Usage.InputTokens, OutputTokens: o.Usage.OutputTokens, Cost: o.Usage.Cost}}))
 	}
 	ctx := job.ctx
 	bs := job.branches
@@ -108,6 +116,25 @@ func (a *nodeActor) finish(m *runDone) {
 	if term != nil && a.s.cfg.OnTerminal != nil {
 		a.s.cfg.OnTerminal(a.node.ID, term)
 	}
+}
+
+// outputHash identifies an outcome's output for stall detection: the
+// response and the context updates.
+func outputHash(o *nodes.Outcome) string {
+	h := sha256.New()
+	h.Write([]byte(o.Response))
+	keys := make([]string, 0, len(o.ContextUpdates))
+	for k := range o.ContextUpdates {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write([]byte(o.ContextUpdates[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // summary is the one-line text of an outcome for events.

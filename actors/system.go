@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // ErrStopped is returned by calls on a stopped System.
@@ -48,10 +50,14 @@ type Config struct {
 	// standard: 200ms doubling, capped at 60s, jittered).
 	Backoff func(n int) time.Duration
 	Logger  *slog.Logger
-	// Restore holds node counters from a checkpoint.
-	Restore map[string]*pb.NodeRecord
-	// Firings is the session's firing count restored from a checkpoint.
-	Firings uint64
+	// Restore holds the scheduler's counters from a checkpoint (iterations
+	// and budgets are not reset by a resume), and Firings the node firing
+	// numbers (so that envelope ids stay unique).
+	Restore *scheduler.Snapshot
+	Firings map[string]uint64
+	// OnStall is called when the session made no progress for the graph's
+	// stall_timeout (after every node was stopped).
+	OnStall func(reason string)
 }
 
 // System owns the actor system, the node actors, their NATS subscriptions
@@ -72,9 +78,9 @@ type System struct {
 	stopped bool
 	wg      sync.WaitGroup
 
-	seq     atomic.Uint64 // event sequence
-	firings atomic.Uint64 // node firings across the session
-	joins   map[string]string
+	seq   atomic.Uint64 // event sequence
+	joins map[string]string
+	sched *scheduler.Scheduler
 }
 
 // New validates cfg and spawns one actor per node, subscribed to its edge
@@ -99,20 +105,82 @@ func New(cfg Config) (*System, error) {
 		ctx: ctx, cancel: cancel,
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
-	s.firings.Store(cfg.Firings)
 	s.joins = joinNodes(cfg.Graph)
+	scfg, err := scheduler.ConfigFrom(cfg.Graph)
+	if err != nil {
+		as.Shutdown()
+		cancel()
+		return nil, err
+	}
+	if s.sched, err = scheduler.New(scfg, cfg.Clock, s.onNotice); err != nil {
+		as.Shutdown()
+		cancel()
+		return nil, err
+	}
+	if cfg.Restore != nil {
+		s.sched.Restore(*cfg.Restore)
+	}
 	for _, n := range cfg.Graph.Nodes {
 		if err := s.spawn(n); err != nil {
 			s.Stop()
 			return nil, err
 		}
 	}
+	if err := s.subscribeControl(); err != nil {
+		s.Stop()
+		return nil, err
+	}
 	if err := cfg.Conn.Flush(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("actors: subscribe: %w", err)
 	}
+	s.sched.Start()
 	return s, nil
 }
+
+// onNotice routes a scheduler notice (called from timer goroutines and
+// from scheduler calls, never under its lock) to the node's actor.
+func (s *System) onNotice(n scheduler.Notice) {
+	if n.Node == "" && n.Kind == "stall" {
+		evs := s.sched.StallTimeout()
+		s.emitScheduler(evs)
+		if s.cfg.OnStall != nil && len(evs) > 0 {
+			s.cfg.OnStall(evs[0].Reason)
+		}
+		return
+	}
+	s.wake(n.Node, &notice{kind: n.Kind})
+}
+
+// wake sends a message to a node's actor.
+func (s *System) wake(node string, msg any) {
+	s.mu.Lock()
+	pid, ok := s.pids[node]
+	stopped := s.stopped
+	s.mu.Unlock()
+	if ok && !stopped {
+		s.root.Send(pid, msg)
+	}
+}
+
+// emitScheduler publishes the scheduler's events.
+func (s *System) emitScheduler(evs []scheduler.Event) {
+	for _, e := range evs {
+		ev := &pb.Event{Kind: e.Kind, Node: e.Node, Message: e.Reason}
+		keys := make([]string, 0, len(e.Fields))
+		for k := range e.Fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: e.Fields[k]})
+		}
+		s.Emit(ev)
+	}
+}
+
+// Scheduler returns the session's scheduler (gate states, explain).
+func (s *System) Scheduler() *scheduler.Scheduler { return s.sched }
 
 func (s *System) spawn(n *graph.Node) error {
 	typ := s.cfg.Graph.HandlerType(n)
@@ -127,11 +195,11 @@ func (s *System) spawn(n *graph.Node) error {
 			return fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
 		}
 	}
-	a := newNodeActor(s, n, typ, h)
-	if rec := s.cfg.Restore[n.ID]; rec != nil {
-		a.visits = int(rec.Visits)
-		a.firing = uint64(rec.Visits)
+	a, err := newNodeActor(s, n, typ, h)
+	if err != nil {
+		return fmt.Errorf("actors: node %s: %w", n.ID, err)
 	}
+	a.firing = s.cfg.Firings[n.ID]
 	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "node-"+n.ID)
 	if err != nil {
 		return fmt.Errorf("actors: spawn %s: %w", n.ID, err)
@@ -140,12 +208,13 @@ func (s *System) spawn(n *graph.Node) error {
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
-	subjects := []string{broker.NodeIn(s.cfg.SessionID, n.ID)}
+	subjects := map[string]string{broker.NodeIn(s.cfg.SessionID, n.ID): ""}
 	for _, e := range s.cfg.Graph.Incoming(n.ID) {
-		subjects = append(subjects, broker.Edge(s.cfg.SessionID, edges.EdgeID(e)))
+		subjects[broker.Edge(s.cfg.SessionID, edges.EdgeID(e))] = edges.EdgeID(e)
 	}
-	for _, subj := range subjects {
-		sub, err := s.cfg.Conn.Subscribe(subj, func(m *nats.Msg) { s.deliver(pid, m) })
+	for subj, edgeID := range subjects {
+		edgeID := edgeID
+		sub, err := s.cfg.Conn.Subscribe(subj, func(m *nats.Msg) { s.deliver(pid, edgeID, m) })
 		if err != nil {
 			return fmt.Errorf("actors: subscribe %s: %w", subj, err)
 		}
@@ -160,13 +229,13 @@ func (s *System) spawn(n *graph.Node) error {
 // deliver runs on the NATS subscription goroutine: it decodes the envelope
 // and hands it to the actor's mailbox. A malformed envelope is rejected with
 // a reason and never reaches the actor.
-func (s *System) deliver(pid *actor.PID, m *nats.Msg) {
+func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	env, err := DecodeEnvelope(m.Data)
 	if err != nil {
 		s.reject(m, err)
 		return
 	}
-	s.root.Send(pid, &delivery{subject: m.Subject, env: env})
+	s.root.Send(pid, &delivery{edge: edgeID, env: env})
 }
 
 func (s *System) reject(m *nats.Msg, err error) {
@@ -211,7 +280,8 @@ func (s *System) Emit(ev *pb.Event) {
 // SetEventSeq continues event numbering after a resume.
 func (s *System) SetEventSeq(n uint64) { s.seq.Store(n) }
 
-// Trigger asks a node to fire now with an empty tick (manual triggers).
+// Trigger fires a node now (manual triggers): with what its gate holds,
+// else with env (nil: an empty tick).
 func (s *System) Trigger(node string, env *pb.Envelope) error {
 	s.mu.Lock()
 	pid, ok := s.pids[node]
@@ -223,7 +293,7 @@ func (s *System) Trigger(node string, env *pb.Envelope) error {
 	if !ok {
 		return fmt.Errorf("actors: no node %q", node)
 	}
-	s.root.Send(pid, &delivery{subject: "trigger", env: env})
+	s.root.Send(pid, &trigger{env: env})
 	return nil
 }
 
@@ -259,6 +329,9 @@ func (s *System) Stop() {
 	s.mu.Unlock()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
+	}
+	if s.sched != nil {
+		s.sched.Close()
 	}
 	s.cancel()
 	s.wg.Wait()

@@ -231,9 +231,11 @@ func (s *Scheduler) gate(node string) (Gate, error) {
 }
 
 // decided records the gate's decision in the node's state.
+// A stopped node's gate still decides: Admit then refuses the firing, so
+// that the refusal is on record.
 func (s *Scheduler) decided(node string, d Decision) Decision {
 	if _, stop := s.stopped[node]; stop {
-		return Decision{Reason: s.states[node].Reason}
+		return d
 	}
 	if !d.Fire && d.Reason != "" {
 		s.setState(node, "waiting", d.Reason)

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/clock"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // Checkpoint is the state of a session after a node completes, as written
@@ -42,6 +43,9 @@ type Checkpoint struct {
 	// Status is running, success or fail.
 	Status        string `json:"status"`
 	FailureReason string `json:"failure_reason,omitempty"`
+	// Scheduler holds iteration counts and budgets spent, so that a resume
+	// does not reset them.
+	Scheduler *scheduler.Snapshot `json:"scheduler,omitempty"`
 }
 
 // ReadCheckpoint reads checkpoint.json from a run directory.
@@ -80,6 +84,7 @@ type journal struct {
 	reason    string
 	failed    bool
 	onSaved   func(seq uint64, node string)
+	schedSnap func() *scheduler.Snapshot
 }
 
 func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
@@ -209,6 +214,9 @@ func (j *journal) snapshot() *Checkpoint {
 		NodeRetries:    copyMap(j.retries), Context: copyMap(j.context),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
+	}
+	if j.schedSnap != nil {
+		cp.Scheduler = j.schedSnap()
 	}
 	kept := j.order[:0]
 	for _, id := range j.order {

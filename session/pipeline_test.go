@@ -351,7 +351,7 @@ func TestTenPlusNodes(t *testing.T) {
 func TestMaxVisitsStopsLoop(t *testing.T) {
 	r := newRun(t)
 	rep := r.exec(`digraph loop {
-		graph [max_visits=5]
+		graph [max_visits=5, stall_after=0]
 		start [shape=Mdiamond]; a [prompt="a"]; b [prompt="b"]; exit [shape=Msquare]
 		start -> a -> b
 		b -> a [condition="outcome=success"]
@@ -361,6 +361,23 @@ func TestMaxVisitsStopsLoop(t *testing.T) {
 	require.Contains(t, rep.Reason, "max_visits")
 	require.Equal(t, 5, rep.Node("a").Visits)
 	require.NotNil(t, r.event("iterations.exceeded", "a"))
+}
+
+// TestStallStopsLoop: the same loop, with stall detection on (the default),
+// stops when a node repeats the same result three times.
+func TestStallStopsLoop(t *testing.T) {
+	r := newRun(t)
+	rep := r.exec(`digraph loop {
+		start [shape=Mdiamond]; a [prompt="a"]; b [prompt="b"]; exit [shape=Msquare]
+		start -> a -> b
+		b -> a [condition="outcome=success"]
+		b -> exit [condition="outcome=fail"]
+	}`)
+	require.Equal(t, "fail", rep.Status)
+	require.Contains(t, rep.Reason, "node a stalled: the same result 3 times in a row")
+	require.Equal(t, 3, rep.Node("a").Visits)
+	require.NotNil(t, r.event("stall.detected", "a"))
+	require.NotNil(t, r.event("node.refused", "a"))
 }
 
 func TestToolNode(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // Config is what a session needs. Graph and Broker are required.
@@ -136,11 +137,18 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	if cp.Graph != "" && cp.Graph != cfg.Graph.Name {
 		return nil, fmt.Errorf("session: checkpoint is of graph %q, not %q", cp.Graph, cfg.Graph.Name)
 	}
-	restore := map[string]*pb.NodeRecord{}
-	for n, v := range cp.NodeVisits {
-		restore[n] = &pb.NodeRecord{Node: n, Visits: uint32(v), Status: cp.NodeOutcomes[n]}
+	restore := cp.Scheduler
+	if restore == nil {
+		restore = &scheduler.Snapshot{Iterations: map[string]int{}, Total: int(cp.Firings)}
+		for n, v := range cp.NodeVisits {
+			restore.Iterations[n] = v
+		}
 	}
-	s, err := newSessionWith(cfg, restore, cp.Firings)
+	firings := map[string]uint64{}
+	for n, v := range cp.NodeVisits {
+		firings[n] = uint64(v)
+	}
+	s, err := newSessionWith(cfg, restore, firings)
 	if err != nil {
 		return nil, err
 	}
@@ -172,9 +180,9 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, 0) }
+func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, nil) }
 
-func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint64) (*Session, error) {
+func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]uint64) (*Session, error) {
 	if cfg.Graph == nil || cfg.Broker == nil {
 		return nil, errors.New("session: Config needs Graph and Broker")
 	}
@@ -243,6 +251,7 @@ func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint6
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr,
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
+		OnStall: func(reason string) { s.complete("fail", reason) },
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
@@ -258,6 +267,7 @@ func newSessionWith(cfg Config, restore map[string]*pb.NodeRecord, firings uint6
 		return nil, err
 	}
 	s.sys = sys
+	s.jr.schedSnap = func() *scheduler.Snapshot { snap := sys.Scheduler().Snapshot(); return &snap }
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
 			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})

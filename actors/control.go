@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/switchyard/switchyard/broker"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// TriggerRequest is what sy.<session>.ctl.trigger carries: JSON
+// {"node": "id", "message": "..."} or just the node id.
+type TriggerRequest struct {
+	Node    string `json:"node"`
+	Message string `json:"message,omitempty"`
+}
+
+// ExplainRequest asks sy.<session>.ctl.explain about one node ("" for all).
+type ExplainRequest struct {
+	Node string `json:"node"`
+}
+
+// ExplainReply is the answer: the node's explanation and every gate state.
+type ExplainReply struct {
+	Node    string      `json:"node,omitempty"`
+	Explain string      `json:"explain,omitempty"`
+	States  []GateState `json:"states"`
+	Error   string      `json:"error,omitempty"`
+}
+
+// GateState is one node's state as the explain reply shows it.
+type GateState struct {
+	Node   string `json:"node"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Since  string `json:"since"`
+}
+
+// subscribeControl answers the session's trigger and explain subjects.
+func (s *System) subscribeControl() error {
+	trig, err := s.cfg.Conn.Subscribe(broker.Control(s.cfg.SessionID, "trigger"), func(m *nats.Msg) {
+		var req TriggerRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			req.Node = strings.TrimSpace(string(m.Data))
+		}
+		var env *pb.Envelope
+		if req.Message != "" {
+			env = &pb.Envelope{Id: s.cfg.SessionID + "." + req.Node + ".trigger." + nuid.Next(), SessionId: s.cfg.SessionID,
+				Kind: KindControl, ToNode: req.Node, Payload: &pb.Payload{Message: req.Message}}
+		}
+		err := s.Trigger(req.Node, env)
+		if m.Reply != "" {
+			reply := map[string]string{"node": req.Node, "status": "triggered"}
+			if err != nil {
+				reply["status"], reply["error"] = "error", err.Error()
+			}
+			data, _ := json.Marshal(reply)
+			_ = m.Respond(data)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	expl, err := s.cfg.Conn.Subscribe(broker.Control(s.cfg.SessionID, "explain"), func(m *nats.Msg) {
+		var req ExplainRequest
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			req.Node = strings.TrimSpace(string(m.Data))
+		}
+		data, _ := json.Marshal(s.Explain(req.Node))
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		_ = trig.Unsubscribe()
+		return err
+	}
+	s.mu.Lock()
+	s.subs = append(s.subs, trig, expl)
+	s.mu.Unlock()
+	return nil
+}
+
+// Explain describes a node's gate state ("why is this node not running?")
+// and lists every node's.
+func (s *System) Explain(node string) ExplainReply {
+	r := ExplainReply{Node: node}
+	if node != "" {
+		if s.cfg.Graph.Node(node) == nil {
+			r.Error = "no node " + node
+		} else {
+			r.Explain = s.sched.Explain(node)
+		}
+	}
+	for _, st := range s.sched.States() {
+		r.States = append(r.States, GateState{Node: st.Node, State: st.State, Reason: st.Reason, Since: st.Since.UTC().Format("2006-01-02T15:04:05Z07:00")})
+	}
+	return r
+}
