@@ -185,7 +185,7 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 	if len(batch) == 0 {
 		if tick == nil {
 			tick = &pb.Envelope{Kind: KindTick, SessionId: a.s.cfg.SessionID, ToNode: a.node.ID,
-				Id: a.s.cfg.SessionID + "." + a.node.ID + ".tick." + strconv.FormatInt(a.s.clk.Now().UnixNano(), 10),
+				Id:        a.s.cfg.SessionID + "." + a.node.ID + ".tick." + strconv.FormatInt(a.s.clk.Now().UnixNano(), 10),
 				CreatedAt: timestamppb.New(a.s.clk.Now())}
 		}
 		batch = append(batch, tick)
