@@ -102,12 +102,18 @@ func (a *nodeActor) Receive(c actor.Context) {
 					Message: "superseded by a newer envelope (delivery mode)", Attrs: []*pb.KV{{Key: "dropped_total", Value: strconv.FormatUint(d, 10)}}})
 			}
 		}
+		if !a.s.sched.Wants(a.node.ID, m.edge) {
+			if w := a.s.sched.Waiting(a.node.ID); w != "" {
+				a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, EdgeId: m.edge, Message: w})
+			}
+		}
 		a.take()
 		a.tryFire(c)
 	case *drain:
 		a.take()
 		a.tryFire(c)
 	case *trigger:
+		a.pullAll()
 		d, err := a.s.sched.Trigger(a.node.ID)
 		if err == nil {
 			a.decided(d, m.env)
@@ -115,6 +121,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.tryFire(c)
 	case *notice:
 		a.onNotice(m.kind)
+		a.take()
 		a.tryFire(c)
 	case *runDone:
 		a.running = false
@@ -123,6 +130,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 			a.cancel = nil
 		}
 		a.finish(m)
+		a.take()
 		a.tryFire(c)
 	case *actor.Stopping:
 		for _, b := range a.buffers {
@@ -151,23 +159,53 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 	return true
 }
 
-// take moves what the delivery buffers hold through the node's gate.
+// take pulls from the delivery buffers what the node's gate wants now.
+// While the node is busy nothing is pulled: arrivals wait in their buffers,
+// where the edge's delivery mode applies (latest keeps the newest).
 func (a *nodeActor) take() {
+	for !a.running && len(a.queue) == 0 {
+		pulled := false
+		for _, id := range a.order {
+			if !a.s.sched.Wants(a.node.ID, id) {
+				continue
+			}
+			env, ok := a.buffers[id].Pop()
+			if !ok {
+				continue
+			}
+			pulled = true
+			a.offer(id, env)
+			if len(a.queue) > 0 {
+				return
+			}
+		}
+		if !pulled {
+			return
+		}
+	}
+}
+
+// pullAll hands the gate everything the buffers hold (before a manual
+// trigger or a scheduled tick fires the node with it).
+func (a *nodeActor) pullAll() {
 	for _, id := range a.order {
-		b := a.buffers[id]
 		for {
-			env, ok := b.Pop()
+			env, ok := a.buffers[id].Pop()
 			if !ok {
 				break
 			}
-			d, err := a.s.sched.Offer(a.node.ID, id, env)
-			if err != nil {
-				a.s.log.Error("actors: offer", "node", a.node.ID, "err", err)
-				continue
-			}
-			a.decided(d, nil)
+			a.offer(id, env)
 		}
 	}
+}
+
+func (a *nodeActor) offer(edge string, env *pb.Envelope) {
+	d, err := a.s.sched.Offer(a.node.ID, edge, env)
+	if err != nil {
+		a.s.log.Error("actors: offer", "node", a.node.ID, "err", err)
+		return
+	}
+	a.decided(d, nil)
 }
 
 // decided queues a gate's firing, or records why the node waits.
@@ -201,6 +239,11 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 func (a *nodeActor) onNotice(kind string) {
 	switch kind {
 	case "timer":
+		if !a.s.sched.Wants(a.node.ID, "") {
+			// A gate that wants nothing between firings (schedule) takes
+			// at its tick what arrived since the last one.
+			a.pullAll()
+		}
 		d, err := a.s.sched.Timer(a.node.ID)
 		if err == nil {
 			a.decided(d, nil)

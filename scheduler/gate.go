@@ -32,6 +32,10 @@ type Gate interface {
 	Timer() Decision
 	// Waiting describes what the gate waits for ("" when nothing).
 	Waiting() string
+	// Wants reports whether an arrival on edge would be used now. Gates
+	// that do not want one leave it in the edge's delivery buffer, where
+	// the edge's mode (latest, debounce) applies.
+	Wants(edge string) bool
 }
 
 // gateAny fires on every arrival.
@@ -42,3 +46,4 @@ func (gateAny) Trigger() Decision       { return Decision{Fire: true, Tick: true
 func (gateAny) Skip(string) Decision    { return Decision{} }
 func (gateAny) Timer() Decision         { return Decision{} }
 func (gateAny) Waiting() string         { return "" }
+func (gateAny) Wants(string) bool       { return true }

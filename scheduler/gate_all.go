@@ -167,3 +167,9 @@ func (g *gateAll) Waiting() string {
 	}
 	return fmt.Sprintf("join incomplete: needs %s of %d upstream edges; missing %s", want, len(g.edges), strings.Join(m, ", "))
 }
+
+// Wants an arrival on an edge that has not delivered this round.
+func (g *gateAll) Wants(edge string) bool {
+	st, known := g.stateOf(edge)
+	return !known || st == edgeWaiting
+}

@@ -67,3 +67,6 @@ func (g *gateCron) Timer() Decision {
 }
 
 func (g *gateCron) Waiting() string { return "next cron time " + g.next.UTC().Format(time.RFC3339) }
+
+// Wants nothing until the scheduled time: arrivals wait in their buffers.
+func (g *gateCron) Wants(string) bool { return false }

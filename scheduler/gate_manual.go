@@ -24,3 +24,6 @@ func (g *gateManual) Waiting() string {
 	}
 	return "manual trigger pending (" + itoa(len(g.held)) + " inputs held)"
 }
+
+// Wants nothing until the trigger: arrivals wait in their delivery buffers.
+func (g *gateManual) Wants(string) bool { return false }

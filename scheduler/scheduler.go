@@ -257,6 +257,25 @@ func (s *Scheduler) Offer(node, edge string, item any) (Decision, error) {
 	return s.decided(node, g.Offer(Input{Edge: edge, Item: item})), nil
 }
 
+// Wants reports whether node's gate would use an arrival on edge now (see
+// Gate.Wants); the owner leaves other arrivals in their delivery buffers.
+func (s *Scheduler) Wants(node, edge string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, ok := s.gates[node]
+	return ok && g.Wants(edge)
+}
+
+// Waiting is why the node's gate holds its arrivals ("" when it does not).
+func (s *Scheduler) Waiting(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g, ok := s.gates[node]; ok {
+		return g.Waiting()
+	}
+	return ""
+}
+
 // Trigger is an explicit trigger (manual nodes; any node on request).
 func (s *Scheduler) Trigger(node string) (Decision, error) {
 	s.mu.Lock()

@@ -367,6 +367,7 @@ func TestMaxVisitsStopsLoop(t *testing.T) {
 // stops when a node repeats the same result three times.
 func TestStallStopsLoop(t *testing.T) {
 	r := newRun(t)
+	r.mock = `{"a":[{"response":"tried again"}],"b":[{"response":"still broken"}]}`
 	rep := r.exec(`digraph loop {
 		start [shape=Mdiamond]; a [prompt="a"]; b [prompt="b"]; exit [shape=Msquare]
 		start -> a -> b

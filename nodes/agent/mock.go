@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/sha256"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -122,8 +123,12 @@ func (m *Mock) Run(ctx context.Context, req *Request, onEvent func(Event)) (*Res
 	}
 	m.mu.Unlock()
 	if !scripted {
+		// The canned answer names the node, quotes its task and fingerprints
+		// the whole prompt: different inputs give different outputs, as an
+		// agent's would (stall detection compares outputs).
 		first, _, _ := strings.Cut(strings.TrimSpace(lastParagraph(req.Prompt)), "\n")
-		r = MockResult{Status: "success", Response: fmt.Sprintf("[mock] %s: done: %s", req.NodeID, first)}
+		sum := sha256.Sum256([]byte(req.Prompt))
+		r = MockResult{Status: "success", Response: fmt.Sprintf("[mock] %s: done: %s (prompt %x)", req.NodeID, first, sum[:4])}
 	}
 	if r.Error != "" {
 		return nil, &Error{Provider: "mock", Retryable: r.Error == "rate_limit" || r.Error == "network" || r.Error == "server",
