@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,12 @@ type delivery struct {
 	edge string // the edge id; "" for the inbox
 	env  *pb.Envelope
 }
+
+// Causes of a handler's cancellation by the scheduler.
+var (
+	errBudgetCancel = errors.New("cancelled: a budget was spent during the run")
+	errTimeBudget   = errors.New("cancelled: the time budget ran out during the run")
+)
 
 // trigger is an explicit trigger of the node.
 type trigger struct{ env *pb.Envelope }
@@ -229,6 +236,7 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 		batch = append(batch, tick)
 	}
 	if len(d.Missing) > 0 {
+		// The firing's outcome says which inputs were missing.
 		for _, env := range batch {
 			env.Context = append(env.Context, &pb.KV{Key: "join.missing", Value: strings.Join(d.Missing, ",")})
 		}
@@ -284,10 +292,15 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	firing := a.firing
 	self := c.Self()
 	job := a.prepare(batch, firing)
+	job.ticket = t
 	a.cur = job
-	ctx, cancel := context.WithCancel(a.s.ctx)
+	ctx, cancelCause := context.WithCancelCause(a.s.ctx)
+	cancel := func() { cancelCause(errBudgetCancel) }
 	if !t.Deadline.IsZero() {
-		ctx, cancel = context.WithDeadline(a.s.ctx, t.Deadline)
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, t.Deadline, errTimeBudget)
+		inner := cancel
+		cancel = func() { inner(); stop() }
 	}
 	a.cancel = cancel
 	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
@@ -335,6 +348,10 @@ type job struct {
 
 	ctxKV   []*pb.KV          // the context after the firing, as a list
 	ctxKVOf map[string]string // the map ctxKV was made from
+
+	ticket  *scheduler.Ticket // the scheduler's admission of this firing
+	charged nodes.Usage       // usage already charged during the run
+	missing []string          // join inputs that did not arrive (join timeout, quorum)
 }
 
 func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {

@@ -37,8 +37,25 @@ func (a *nodeActor) finish(m *runDone) {
 	}
 	if t := a.ticket; t != nil {
 		a.ticket = nil
+		// Usage reported during the run was charged then; charge the rest.
+		rest := o.Usage
+		rest.InputTokens -= job.charged.InputTokens
+		rest.OutputTokens -= job.charged.OutputTokens
+		rest.Cost -= job.charged.Cost
+		if rest.InputTokens < 0 || rest.OutputTokens < 0 || rest.Cost < 0 {
+			rest = nodes.Usage{}
+		}
 		a.s.emitScheduler(a.s.sched.Release(t, scheduler.Result{Status: string(o.Status), OutputHash: outputHash(o),
-			Failure: o.FailureReason, Usage: scheduler.Usage{InputTokens: o.Usage.InputTokens, OutputTokens: o.Usage.OutputTokens, Cost: o.Usage.Cost}}))
+			Failure: o.FailureReason, Usage: scheduler.Usage{InputTokens: rest.InputTokens, OutputTokens: rest.OutputTokens, Cost: rest.Cost}}))
+	}
+	if m := job.ctx["join.missing"]; m != "" {
+		if o.ContextUpdates == nil {
+			o.ContextUpdates = map[string]string{}
+		}
+		o.ContextUpdates["join.missing"] = m
+		if o.Notes == "" {
+			o.Notes = "fired without " + m
+		}
 	}
 	ctx := job.ctx
 	bs := job.branches

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 )
 
 // runResult is what a handler run (with its retries) produced.
@@ -51,8 +52,15 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 			}
 			a.s.Emit(ev)
 		}
+		in.OnUsage = func(u nodes.Usage) {
+			j.charged = j.charged.Add(u)
+			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
+		}
 		o := a.call(ctx, &in)
 		if ctx.Err() != nil && !o.Status.IsSuccess() {
+			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
+				o.FailureReason = cause.Error()
+			}
 			// The session is stopping: report, do not retry.
 			return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
 		}

@@ -92,8 +92,11 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 		Role: in.Node.Attrs.String("role"), AttemptID: in.AttemptID, Attrs: attrs,
 	}
 	res, err := p.Run(ctx, req, func(ev agent.Event) {
-		if in.Emit != nil && ev.Kind == "tool_call" {
+		switch {
+		case ev.Kind == "tool_call" && in.Emit != nil:
 			in.Emit("agent.tool_call", map[string]any{"tool": ev.Tool})
+		case ev.Kind == "usage" && in.OnUsage != nil:
+			in.OnUsage(ev.Usage)
 		}
 	})
 	if err != nil {

@@ -103,6 +103,10 @@ type Input struct {
 	AttemptID string            // stable idempotency key for this attempt
 	// Emit publishes a progress event for this node (may be nil).
 	Emit func(kind string, fields map[string]any)
+	// OnUsage reports usage as it happens (each call adds to the run's
+	// usage; may be nil). A budget it crosses cancels ctx. The Outcome's
+	// Usage is the run's total, including what was reported here.
+	OnUsage func(Usage)
 }
 
 // Handler runs one node. Handle is called by the node's actor on a goroutine

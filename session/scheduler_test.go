@@ -315,3 +315,46 @@ func TestTwoNodesContendForOneLock(t *testing.T) {
 	release <- struct{}{}
 	require.False(t, overlap.Load(), "the two never ran at once")
 }
+
+// TestBudgetCrossedDuringRunCancelsHandler: usage reported while the
+// handler runs crosses the node's budget, and the handler's context is
+// cancelled with the reason.
+func TestBudgetCrossedDuringRunCancelsHandler(t *testing.T) {
+	r := newRun(t)
+	g := r.load(`digraph s { start [shape=Mdiamond]; spend [type="custom.echo", budget_tokens=100]; exit [shape=Msquare]; start -> spend -> exit }`)
+	cfg := r.config(g)
+	require.NoError(t, cfg.Registry.Replace(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+		func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			in.OnUsage(nodes.Usage{OutputTokens: 150})
+			select {
+			case <-ctx.Done():
+				return &nodes.Outcome{Status: nodes.StatusFail, Usage: nodes.Usage{OutputTokens: 150}}, ctx.Err()
+			case <-time.After(20 * time.Second):
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			}
+		})}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "fail", rep.Status)
+	require.Contains(t, rep.Reason, "a budget was spent during the run")
+	require.NotNil(t, r.event("budget.exceeded", "spend"))
+}
+
+func TestJoinTimeoutSaysWhatIsMissing(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	l := serve(t, `digraph s { kind="session"
+		a [prompt="a"]; b [prompt="b"]; j [prompt="join", trigger=all, join_timeout=30s]
+		a -> j; b -> j }`, "", clk)
+	l.publish(t, broker.NodeIn(l.s.ID(), "a"), "go")
+	l.waitEvent(t, "j waiting", func(ev *pb.Event) bool { return ev.Kind == "gate.waiting" && ev.Node == "j" })
+	clk.Advance(30 * time.Second)
+	ev := l.waitEvent(t, "j completed", completedBy("j"))
+	require.Equal(t, "success", ev.Status)
+	require.Equal(t, 1, l.calls_("j"), "fired with what it had")
+	l.waitEvent(t, "checkpoint", func(ev *pb.Event) bool { return ev.Kind == "checkpoint.saved" && ev.Node == "j" })
+	require.Contains(t, l.file("checkpoint.json"), `"join.missing": "b.j"`, "the outcome says which inputs were missing")
+}
