@@ -63,12 +63,12 @@ func TestBuilderMatchesDOT(t *testing.T) {
 }
 
 func TestBuilderValidatesWithTheSameRules(t *testing.T) {
-	_, diags := graph.New("bad").Node("a", graph.KV{"prompt": "x"}).Edge("a", "b").Build()
+	_, diags := graph.New("bad").Node("a", graph.KV{"prompt": "x"}).Node("my node").Node("edge").Edge("a", "b").Build()
 	var rules []string
 	for _, d := range diags.Errors() {
 		rules = append(rules, d.Rule)
 	}
-	require.ElementsMatch(t, []string{"start_node", "terminal_node", "edge_target_exists"}, rules)
+	require.ElementsMatch(t, []string{"start_node", "terminal_node", "edge_target_exists", "node_id", "node_id"}, rules)
 }
 
 func TestCustomRulesAndTransforms(t *testing.T) {

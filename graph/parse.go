@@ -22,6 +22,16 @@ var (
 	bareRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]*$`)
 )
 
+// isKeyword reports whether s is one of DOT's keywords (any case), which
+// cannot be node ids.
+func isKeyword(s string) bool {
+	switch strings.ToLower(s) {
+	case "graph", "digraph", "subgraph", "node", "edge", "strict":
+		return true
+	}
+	return false
+}
+
 // IsIdentifier reports whether s is a valid node id: [A-Za-z_][A-Za-z0-9_]*.
 func IsIdentifier(s string) bool { return identRE.MatchString(s) }
 
@@ -340,8 +350,11 @@ func (p *parser) nodeOrEdge(sc *scope, first token) {
 		attrs = p.parseAttrLists()
 	}
 	for _, id := range ids {
-		if id.kind == tString || !IsIdentifier(id.text) {
+		switch {
+		case id.kind == tString || !IsIdentifier(id.text):
 			p.errorf(id.pos, "node_id", "node id %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*): put display names in label", id.text)
+		case isKeyword(id.text):
+			p.errorf(id.pos, "node_id", "node id %q is a DOT keyword: choose another id", id.text)
 		}
 	}
 	if len(ids) == 1 {

@@ -33,6 +33,7 @@ var BuiltinTypes = []string{TypeStart, TypeExit, TypeCodergen, TypeHuman, TypeCo
 
 // BuiltinRules are the lint rules of spec section 7 and Switchyard's own.
 var BuiltinRules = []Rule{
+	RuleFunc{"node_id", ruleNodeIDs},
 	RuleFunc{"start_node", ruleStart},
 	RuleFunc{"terminal_node", ruleTerminal},
 	RuleFunc{"edge_target_exists", ruleEdgeTargets},
@@ -69,6 +70,17 @@ func nodesOfType(g *Graph, typ string) []*Node {
 		}
 	}
 	return out
+}
+
+// ruleNodeIDs checks ids of graphs built in Go (the parser checks its own).
+func ruleNodeIDs(g *Graph, _ map[string]bool) Diagnostics {
+	var ds Diagnostics
+	for _, n := range g.Nodes {
+		if !IsIdentifier(n.ID) || isKeyword(n.ID) {
+			ds = append(ds, nodeDiag(n, SeverityError, "node_id", "node id %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*, not a DOT keyword)", n.ID))
+		}
+	}
+	return ds
 }
 
 func ruleStart(g *Graph, _ map[string]bool) Diagnostics {
