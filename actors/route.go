@@ -1,8 +1,7 @@
 package actors
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"hash/fnv"
 	"reflect"
 	"sort"
 	"strconv"
@@ -138,7 +137,7 @@ func (a *nodeActor) finish(m *runDone) {
 // outputHash identifies an outcome's output for stall detection: the
 // response and the context updates.
 func outputHash(o *nodes.Outcome) string {
-	h := sha256.New()
+	h := fnv.New64a()
 	h.Write([]byte(o.Response))
 	keys := make([]string, 0, len(o.ContextUpdates))
 	for k := range o.ContextUpdates {
@@ -151,7 +150,7 @@ func outputHash(o *nodes.Outcome) string {
 		h.Write([]byte{0})
 		h.Write([]byte(o.ContextUpdates[k]))
 	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // summary is the one-line text of an outcome for events.

@@ -81,7 +81,7 @@ func benchPipeline(b *testing.B, durable bool) {
 	var hops atomic.Int64
 	target := int64(b.N)
 	src := fmt.Sprintf(`digraph bench {
-		graph [max_visits=%d, max_iterations=%d]
+		graph [max_visits=%d, max_iterations=%d, stall_after=0]
 		start [shape=Mdiamond]
 		a [type="bench.step"]
 		b [type="bench.step"]

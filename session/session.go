@@ -69,6 +69,7 @@ type Session struct {
 	// registry is the handler registry, shared with child sessions.
 	registry *nodes.Registry
 	sub      *nats.Subscription
+	evc      *nats.Conn // the connection events are read on
 	events   chan *nats.Msg
 	report   *reporter
 
@@ -239,8 +240,25 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 			return nil, err
 		}
 	}
-	sub, err := nc.ChanSubscribe(broker.AllEvents(cfg.ID), s.events)
+	// Events are read on a connection of their own, so that the server
+	// writes them while it delivers envelopes on the main one.
+	evc, err := cfg.Broker.NewConn(nats.Name("switchyard-events-" + cfg.ID))
 	if err != nil {
+		if s.ctl != nil {
+			_ = s.ctl.Close()
+		}
+		return nil, fmt.Errorf("session: events connection: %w", err)
+	}
+	s.evc = evc
+	sub, err := evc.ChanSubscribe(broker.AllEvents(cfg.ID), s.events)
+	if err == nil {
+		err = evc.Flush()
+	}
+	if err != nil {
+		evc.Close()
+		if s.ctl != nil {
+			_ = s.ctl.Close()
+		}
 		return nil, fmt.Errorf("session: subscribe events: %w", err)
 	}
 	_ = sub.SetPendingLimits(-1, -1)
@@ -354,6 +372,7 @@ func (s *Session) closeEvents() {
 		_ = s.ctl.Close()
 	}
 	_ = s.sub.Unsubscribe()
+	s.evc.Close()
 	close(s.events)
 	<-s.loopDone
 }
