@@ -227,12 +227,6 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 	if e == nil {
 		return a.endOfPath(j, o, ctx, bs)
 	}
-	if e.LoopRestart() {
-		ctx = restartContext(ctx)
-		bs = nil
-		a.s.Emit(&pb.Event{Kind: "session.restarted", Node: e.To, Message: "loop_restart from " + a.node.ID,
-			Attrs: []*pb.KV{{Key: "generation", Value: ctx["internal.run_generation"]}}})
-	}
 	return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
 }
 
@@ -296,6 +290,14 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 }
 
 func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
+	if e.LoopRestart() {
+		// loop_restart: the run starts again at the target, with the graph's
+		// keys only and a fresh log directory.
+		ctx = restartContext(ctx)
+		bs = nil
+		a.s.Emit(&pb.Event{Kind: "session.restarted", Node: e.To, Message: "loop_restart from " + a.node.ID,
+			Attrs: []*pb.KV{{Key: "generation", Value: ctx["internal.run_generation"]}}})
+	}
 	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, j.kv(ctx), bs)}
 }
 

@@ -81,6 +81,11 @@ type System struct {
 	seq   atomic.Uint64 // event sequence
 	joins map[string]string
 	sched *scheduler.Scheduler
+
+	evq      chan *pb.Event // events waiting to be published, in order
+	evDone   chan struct{}  // closed when publishEvents has drained evq
+	evMu     sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
+	evClosed bool
 }
 
 // New validates cfg and spawns one actor per node, subscribed to its edge
@@ -106,15 +111,15 @@ func New(cfg Config) (*System, error) {
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
 	s.joins = joinNodes(cfg.Graph)
+	s.evq, s.evDone = make(chan *pb.Event, 8192), make(chan struct{})
+	go s.publishEvents() // stopped by Stop, which closes evq and waits for evDone
 	scfg, err := scheduler.ConfigFrom(cfg.Graph)
 	if err != nil {
-		as.Shutdown()
-		cancel()
+		s.Stop()
 		return nil, err
 	}
 	if s.sched, err = scheduler.New(scfg, cfg.Clock, s.onNotice); err != nil {
-		as.Shutdown()
-		cancel()
+		s.Stop()
 		return nil, err
 	}
 	if cfg.Restore != nil {
@@ -261,19 +266,36 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 
 // Emit publishes an event on sy.<session>.evt.<kind>, stamping the session,
 // sequence and time.
+//
+// Events are published in order by one goroutine of the System, off the
+// actors' path; Emit blocks only when that goroutine is far behind.
 func (s *System) Emit(ev *pb.Event) {
-	ev.SessionId = s.cfg.SessionID
-	ev.Seq = s.seq.Add(1)
 	if ev.Time == nil {
 		ev.Time = timestamppb.New(s.clk.Now())
 	}
-	data, err := proto.Marshal(ev)
-	if err != nil {
-		s.log.Error("actors: marshal event", "err", err)
+	s.evMu.RLock()
+	defer s.evMu.RUnlock()
+	if s.evClosed {
 		return
 	}
-	if err := s.cfg.Conn.Publish(broker.Event(s.cfg.SessionID, ev.Kind), data); err != nil {
-		s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+	s.evq <- ev
+}
+
+// publishEvents numbers and publishes the queued events until Stop closes
+// the queue.
+func (s *System) publishEvents() {
+	defer close(s.evDone)
+	for ev := range s.evq {
+		ev.SessionId = s.cfg.SessionID
+		ev.Seq = s.seq.Add(1)
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			s.log.Error("actors: marshal event", "err", err)
+			continue
+		}
+		if err := s.cfg.Conn.Publish(broker.Event(s.cfg.SessionID, ev.Kind), data); err != nil {
+			s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+		}
 	}
 }
 
@@ -339,6 +361,11 @@ func (s *System) Stop() {
 		_ = s.root.PoisonFuture(p).Wait()
 	}
 	s.as.Shutdown()
+	s.evMu.Lock()
+	s.evClosed = true
+	close(s.evq)
+	s.evMu.Unlock()
+	<-s.evDone
 }
 
 // Done reports whether Stop was called.

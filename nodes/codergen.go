@@ -120,7 +120,7 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 		o = &Outcome{Status: StatusFail, FailureReason: err.Error()}
 	} else if ok {
 		o = sf.outcome()
-	} else if in.Node.AutoStatus() {
+	} else if in.Node.AutoStatus() && res.Status == "" {
 		// auto_status (appendix C): no status written means success.
 		o = &Outcome{Status: StatusSuccess, PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs,
 			ContextUpdates: o.ContextUpdates, Notes: o.Notes}

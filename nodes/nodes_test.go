@@ -326,3 +326,24 @@ func TestMiddleware(t *testing.T) {
 	_, err = nodes.Chain(slow, nodes.Timeout(time.Millisecond)).Handle(context.Background(), &nodes.Input{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// failing is an agent that reports failure without an explicit status.
+type failing struct{}
+
+func (failing) Name() string { return "failing" }
+func (failing) Run(context.Context, *agent.Request, func(agent.Event)) (*agent.Result, error) {
+	return &agent.Result{Text: "could not tell", Success: false}, nil
+}
+
+// TestAutoStatus: with auto_status=true, an agent that wrote no status
+// succeeds (appendix C).
+func TestAutoStatus(t *testing.T) {
+	for _, tc := range []struct {
+		attrs string
+		want  nodes.Status
+	}{{"", nodes.StatusFail}, {", auto_status=true", nodes.StatusSuccess}} {
+		g := load(t, `digraph a { start [shape=Mdiamond]; w [prompt="w"`+tc.attrs+`]; exit [shape=Msquare]; start -> w -> exit }`)
+		r := registry(t, nodes.Deps{Providers: func(string) (agent.Provider, error) { return failing{}, nil }})
+		require.Equal(t, tc.want, handle(t, r, input(t, g, "w")).Status, tc.attrs)
+	}
+}

@@ -395,3 +395,26 @@ func TestToolNode(t *testing.T) {
 	require.Contains(t, r.file("t1", "stdout.txt"), "hello-from-tool")
 	require.Equal(t, "fail", rep.Node("t2").Status)
 }
+
+// TestLoopRestart follows a loop_restart edge: the run starts again at the
+// target with a fresh context (graph keys kept) and a fresh log directory.
+func TestLoopRestart(t *testing.T) {
+	r := newRun(t)
+	r.mock = `{"work":[{"status":"fail","context_updates":{"scratch":"dirty"}},{"status":"success"}]}`
+	rep := r.exec(`digraph restart {
+		graph [goal="g"]
+		start [shape=Mdiamond]
+		work [prompt="work"]
+		exit [shape=Msquare]
+		start -> work
+		work -> exit [condition="outcome=success"]
+		work -> work [condition="outcome=fail", loop_restart=true]
+	}`)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, 2, rep.Node("work").Visits)
+	require.NotNil(t, r.event("session.restarted", "work"))
+	require.NotEmpty(t, r.file("restart-1", "work", "prompt.md"), "the second run logs under restart-1/")
+	cp := r.file("checkpoint.json")
+	require.NotContains(t, cp, `"scratch"`, "the restarted run starts from a fresh context")
+	require.Contains(t, cp, `"graph.goal": "g"`)
+}
