@@ -100,6 +100,7 @@ func New(cfg Config) (*System, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
+	cfg.Graph = withReverseEdges(cfg.Graph)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

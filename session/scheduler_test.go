@@ -358,3 +358,19 @@ func TestJoinTimeoutSaysWhatIsMissing(t *testing.T) {
 	l.waitEvent(t, "checkpoint", func(ev *pb.Event) bool { return ev.Kind == "checkpoint.saved" && ev.Node == "j" })
 	require.Contains(t, l.file("checkpoint.json"), `"join.missing": "b.j"`, "the outcome says which inputs were missing")
 }
+
+// TestConversationOverBidirectionalEdge: two agents talk over one
+// dir=both edge until max_iterations stops them.
+func TestConversationOverBidirectionalEdge(t *testing.T) {
+	l := serve(t, `digraph s { kind="session"
+		alice [prompt="reply to bob", max_iterations=3]
+		bob [prompt="reply to alice", max_iterations=3]
+		alice -> bob [dir=both] }`, "", nil)
+	l.publish(t, broker.NodeIn(l.s.ID(), "alice"), "hi bob")
+	l.waitEvent(t, "iterations.exceeded", func(ev *pb.Event) bool { return ev.Kind == "iterations.exceeded" })
+	require.Equal(t, 3, l.calls_("alice"))
+	require.Equal(t, 3, l.calls_("bob"))
+	got := l.inputsOf("alice")
+	require.Equal(t, "handoff:hi bob", got[0])
+	require.Contains(t, got[1], "[mock] bob", "alice hears bob's replies on the reverse direction")
+}
