@@ -1,0 +1,218 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard/switchyard/broker"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+func init() {
+	subcommands = append(subcommands, newPubCmd, newAnswerCmd, newStopCmd, newSessionsCmd)
+}
+
+func newPubCmd() *cobra.Command {
+	c := &connFlags{}
+	var edge, structured string
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "pub SESSION NODE MESSAGE",
+		Short: "Publish a message to a node of a running session (its inbox, or an edge with --edge)",
+		Args:  sessionArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env := &pb.Envelope{Id: nuid.Next(), SessionId: args[0], Kind: "handoff", ToNode: args[1],
+				CreatedAt: timestamppb.Now(), Payload: &pb.Payload{Message: args[2]}}
+			subject := broker.NodeIn(args[0], args[1])
+			if edge != "" {
+				from, to, ok := strings.Cut(edge, ":")
+				if !ok || !broker.ValidToken(from) || !broker.ValidToken(to) {
+					return usageErr(fmt.Errorf("--edge %q: want FROM:TO", edge))
+				}
+				env.FromNode, env.EdgeId = from, from+"."+to
+				subject = broker.Edge(args[0], env.EdgeId)
+			}
+			if structured != "" {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(structured), &m); err != nil {
+					return usageErr(fmt.Errorf("--structured: %v", err))
+				}
+				st, err := structpb.NewStruct(m)
+				if err != nil {
+					return usageErr(fmt.Errorf("--structured: %v", err))
+				}
+				env.Payload.Structured = st
+			}
+			for _, f := range files {
+				a, err := fileArtifact(f)
+				if err != nil {
+					return usageErr(err)
+				}
+				env.Payload.Artifacts = append(env.Payload.Artifacts, a)
+			}
+			nc, err := c.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			data, _ := proto.Marshal(env)
+			msg := nats.NewMsg(subject)
+			msg.Data = data
+			msg.Header.Set(nats.MsgIdHdr, env.Id)
+			if err := nc.PublishMsg(msg); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if err := nc.FlushTimeout(c.timeout); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if e := nc.LastError(); e != nil {
+				return &exitError{code: 1, err: e}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "published %s on %s\n", env.Id, subject)
+			return nil
+		},
+	}
+	c.add(cmd)
+	cmd.Flags().StringVar(&edge, "edge", "", "publish on the edge FROM:TO instead of the node's inbox")
+	cmd.Flags().StringVar(&structured, "structured", "", "a JSON object for payload.structured")
+	cmd.Flags().StringArrayVar(&files, "file", nil, "attach a file as an artifact (repeatable)")
+	return cmd
+}
+
+// fileArtifact describes a local file as an artifact reference.
+func fileArtifact(path string) (*pb.Artifact, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	abs, _ := filepath.Abs(path)
+	sum := sha256.Sum256(data)
+	return &pb.Artifact{Type: "file", Ref: "file://" + abs, Sha256: hex.EncodeToString(sum[:]), Size: int64(len(data)),
+		Name: filepath.Base(path)}, nil
+}
+
+func newAnswerCmd() *cobra.Command {
+	c := &connFlags{}
+	var by string
+	cmd := &cobra.Command{
+		Use:   "answer SESSION NODE CHOICE",
+		Short: "Answer a human gate of a running session (an accelerator key, a label or a target)",
+		Args:  sessionArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, err := c.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if by == "" {
+				by = os.Getenv("USER")
+			}
+			data, _ := json.Marshal(session.AnswerMessage{Node: args[1], Choice: args[2], By: by})
+			if err := nc.Publish(broker.Control(args[0], "answer"), data); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if err := nc.FlushTimeout(c.timeout); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			if e := nc.LastError(); e != nil {
+				return &exitError{code: 1, err: e}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "answered %s with %q\n", args[1], args[2])
+			return nil
+		},
+	}
+	c.add(cmd)
+	cmd.Flags().StringVar(&by, "by", "", "who answers (default $USER)")
+	return cmd
+}
+
+func newStopCmd() *cobra.Command {
+	c := &connFlags{}
+	cmd := &cobra.Command{
+		Use:   "stop SESSION",
+		Short: "Stop a served session (running handlers are cancelled, the checkpoint is kept)",
+		Args:  sessionArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := request(c, broker.Control(args[0], "stop"), map[string]string{}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "stopped session %s\n", args[0])
+			return nil
+		},
+	}
+	c.add(cmd)
+	return cmd
+}
+
+func newSessionsCmd() *cobra.Command {
+	c := &connFlags{}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "List the sessions served on a NATS server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, err := c.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			// Every serving process answers; collect until the timeout.
+			inbox := nats.NewInbox()
+			ch := make(chan *nats.Msg, 64)
+			sub, err := nc.ChanSubscribe(inbox, ch)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			defer sub.Unsubscribe()
+			if err := nc.PublishRequest(SessionsSubject, inbox, nil); err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			var all []SessionInfo
+			wait := time.After(c.timeout)
+		collect:
+			for {
+				select {
+				case m := <-ch:
+					var list []SessionInfo
+					if json.Unmarshal(m.Data, &list) == nil {
+						all = append(all, list...)
+					}
+					wait = time.After(200 * time.Millisecond) // more processes may answer
+				case <-wait:
+					break collect
+				}
+			}
+			if asJSON {
+				data, _ := json.MarshalIndent(all, "", "  ")
+				fmt.Fprintln(cmd.OutOrStdout(), string(data))
+				return nil
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SESSION\tGRAPH\tSTATUS\tSTARTED\tFILE")
+			for _, s := range all {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Graph, s.Status, s.Started, s.File)
+			}
+			return w.Flush()
+		},
+	}
+	c.add(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	cmd.Flags().Lookup("timeout").DefValue = "5s"
+	return cmd
+}

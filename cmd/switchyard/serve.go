@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+func init() { subcommands = append(subcommands, newServeCmd) }
+
+// SessionsSubject is where a serving process answers `switchyard sessions`.
+const SessionsSubject = "switchyard.sessions"
+
+// SessionInfo is one served session, as `switchyard sessions` lists it.
+type SessionInfo struct {
+	ID      string `json:"id"`
+	Graph   string `json:"graph"`
+	File    string `json:"file"`
+	Status  string `json:"status"`
+	Started string `json:"started"`
+}
+
+type serveFlags struct {
+	ids                              []string
+	listen, token, adminToken        string
+	user, password, tlsCert, tlsKey  string
+	nats, data, logs, provider, mock string
+	json                             bool
+}
+
+func newServeCmd() *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve FILE.dot...",
+		Short: "Serve reactive sessions until stopped",
+		Long: `Serve starts one reactive session per file (every node broadcasts to the edges whose
+condition holds; no start or exit node is needed; cycles are bounded by the scheduler)
+and keeps them running until SIGINT or SIGTERM, or until each is stopped with
+'switchyard stop'. With --listen the embedded NATS server accepts outside clients, who
+must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr(fmt.Errorf("serve needs at least one DOT file"))
+			}
+			if len(f.ids) > 0 && len(f.ids) != len(args) {
+				return usageErr(fmt.Errorf("--id given %d times for %d files", len(f.ids), len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return serve(cmd.Context(), f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.ids, "id", nil, "session id, one per file in order (default: generated)")
+	fl.StringVar(&f.listen, "listen", "", "expose the embedded NATS server on HOST:PORT (off by default)")
+	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of outside clients (env SWITCHYARD_TOKEN)")
+	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential with control permissions (env SWITCHYARD_ADMIN_TOKEN)")
+	fl.StringVar(&f.user, "user", os.Getenv("SWITCHYARD_USER"), "user name of outside clients")
+	fl.StringVar(&f.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "password of outside clients")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate of the listener")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key of the listener")
+	fl.StringVar(&f.nats, "nats", "", "run on this NATS server or cluster instead of an embedded one")
+	fl.StringVar(&f.data, "data", "", "JetStream directory of the embedded server")
+	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
+	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
+	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
+	return cmd
+}
+
+func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	providers, err := newProviders(f.provider, f.mock)
+	if err != nil {
+		return usageErr(err)
+	}
+	graphs := make([]*graph.Graph, len(files))
+	failed := false
+	for i, file := range files {
+		g, diags := graph.LoadFile(file, graph.AsSession(), graph.WithKnownTypes(builtinTypes()...))
+		for _, d := range diags {
+			fmt.Fprintln(stderr, d.String())
+		}
+		if g == nil || diags.HasErrors() {
+			failed = true
+		}
+		graphs[i] = g
+	}
+	if failed {
+		return &exitError{code: 2}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bcfg := broker.DefaultConfig()
+	bcfg.URL, bcfg.Listen = f.nats, f.listen
+	bcfg.Token, bcfg.AdminToken, bcfg.User, bcfg.Password = f.token, f.adminToken, f.user, f.password
+	bcfg.TLSCert, bcfg.TLSKey = f.tlsCert, f.tlsKey
+	if f.data != "" {
+		bcfg.DataDir = f.data
+	}
+	b, err := broker.Start(ctx, bcfg)
+	if err != nil {
+		return usageErr(err)
+	}
+	defer b.Close()
+	logsRoot := f.logs
+	if logsRoot == "" {
+		logsRoot = filepath.Join(".switchyard", "sessions")
+	}
+	var render func(*pb.Event)
+	if f.json {
+		r := newJSONRenderer(stdout)
+		var mu sync.Mutex
+		render = func(ev *pb.Event) { mu.Lock(); r.render(ev); mu.Unlock() }
+	}
+	h := &host{b: b, stopped: make(chan string, len(files))}
+	for i, g := range graphs {
+		id := session.NewID()
+		if len(f.ids) > 0 {
+			id = f.ids[i]
+		}
+		s, err := session.Start(ctx, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id),
+			ControlAnswers: true, Observer: render,
+			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
+		if err != nil {
+			h.stopAll()
+			return &exitError{code: 1, err: err}
+		}
+		if err := h.add(s, g, files[i]); err != nil {
+			h.stopAll()
+			return &exitError{code: 1, err: err}
+		}
+		fmt.Fprintf(stderr, "serving %s as session %s\n", files[i], id)
+	}
+	if err := h.listen(); err != nil {
+		h.stopAll()
+		return &exitError{code: 1, err: err}
+	}
+	if url := b.ClientURL(); url != "" {
+		fmt.Fprintf(stderr, "outside clients connect to %s\n", url)
+	}
+	for running := len(files); running > 0; {
+		select {
+		case id := <-h.stopped:
+			fmt.Fprintf(stderr, "session %s stopped\n", id)
+			running--
+		case <-ctx.Done():
+			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept")
+			h.stopAll()
+			return nil
+		}
+	}
+	h.stopAll()
+	return nil
+}
+
+// host keeps the sessions a serve process runs.
+type host struct {
+	b       *broker.Broker
+	mu      sync.Mutex
+	entries []*hosted
+	subs    []*nats.Subscription
+	stopped chan string
+}
+
+type hosted struct {
+	s       *session.Session
+	info    SessionInfo
+	stopped bool
+}
+
+func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
+	e := &hosted{s: s, info: SessionInfo{ID: s.ID(), Graph: g.Name, File: file, Status: "running",
+		Started: time.Now().UTC().Format(time.RFC3339)}}
+	h.mu.Lock()
+	h.entries = append(h.entries, e)
+	h.mu.Unlock()
+	sub, err := h.b.Conn().Subscribe(broker.Control(s.ID(), "stop"), func(m *nats.Msg) {
+		h.stopOne(e)
+		_ = m.Respond([]byte(`{"status":"stopped"}`))
+	})
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.subs = append(h.subs, sub)
+	h.mu.Unlock()
+	return nil
+}
+
+// listen answers `switchyard sessions`.
+func (h *host) listen() error {
+	sub, err := h.b.Conn().Subscribe(SessionsSubject, func(m *nats.Msg) {
+		h.mu.Lock()
+		list := make([]SessionInfo, 0, len(h.entries))
+		for _, e := range h.entries {
+			list = append(list, e.info)
+		}
+		h.mu.Unlock()
+		data, _ := json.Marshal(list)
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.subs = append(h.subs, sub)
+	h.mu.Unlock()
+	return h.b.Conn().Flush()
+}
+
+func (h *host) stopOne(e *hosted) {
+	h.mu.Lock()
+	if e.stopped {
+		h.mu.Unlock()
+		return
+	}
+	e.stopped = true
+	e.info.Status = "stopped"
+	h.mu.Unlock()
+	e.s.Stop()
+	h.stopped <- e.info.ID
+}
+
+func (h *host) stopAll() {
+	h.mu.Lock()
+	subs := h.subs
+	h.subs = nil
+	entries := append([]*hosted(nil), h.entries...)
+	h.mu.Unlock()
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
+	for _, e := range entries {
+		h.mu.Lock()
+		done := e.stopped
+		e.stopped = true
+		h.mu.Unlock()
+		if !done {
+			e.s.Stop()
+		}
+	}
+}

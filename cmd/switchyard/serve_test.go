@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// TestServe serves a reactive session on a listening embedded server and
+// works with it from outside: the CLI, a nats.go client publishing JSON,
+// a malformed envelope, a denied publish, and stop.
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "chat.dot")
+	require.NoError(t, os.WriteFile(file, []byte(`digraph chat {
+		a [prompt="answer the question"]
+		b [prompt="summarise"]
+		a -> b
+	}`), 0o644))
+	addr := freeAddr(t)
+	url := "nats://" + addr
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- execute([]string{"serve", file, "--id", "s1", "--listen", addr, "--token", "out", "--admin-token", "adm",
+			"--data", filepath.Join(dir, "data"), "--logs", filepath.Join(dir, "logs")}, &stdout, &stderr)
+	}()
+	// Wait until the session is listed.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, _ := cli(t, "sessions", "--nats", url, "--token", "adm", "--timeout", "300ms")
+		if code == 0 && bytes.Contains([]byte(out), []byte("s1")) {
+			require.Contains(t, out, "running")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "serve never listed its session: %s", stderr.String())
+	}
+
+	// An outside client watches the events.
+	events := make(chan *pb.Event, 100)
+	watcher, err := nats.Connect(url, nats.Token("out"))
+	require.NoError(t, err)
+	defer watcher.Close()
+	_, err = watcher.Subscribe("sy.s1.evt.>", func(m *nats.Msg) {
+		ev := &pb.Event{}
+		if proto.Unmarshal(m.Data, ev) == nil {
+			events <- ev
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, watcher.Flush())
+	wait := func(kind, node string) *pb.Event {
+		t.Helper()
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case ev := <-events:
+				if ev.Kind == kind && (node == "" || ev.Node == node) {
+					return ev
+				}
+			case <-timeout:
+				t.Fatalf("no %s event for %q", kind, node)
+			}
+		}
+	}
+
+	// switchyard pub with an outside credential.
+	code, out, errOut := cli(t, "pub", "s1", "a", "what is NATS?", "--nats", url, "--token", "out", "--structured", `{"priority":1}`)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "published")
+	wait("node.completed", "a")
+	wait("node.completed", "b") // a broadcast to b
+
+	// A nats.go client publishes the JSON form on an edge.
+	require.NoError(t, watcher.Publish("sy.s1.edge.a.b", []byte(`{"id":"ext-1","kind":"handoff","payload":{"message":"from outside"}}`)))
+	ev := wait("node.completed", "b")
+	require.Equal(t, "success", ev.Status)
+
+	// A malformed envelope is rejected with a reason; the session keeps working.
+	require.NoError(t, watcher.Publish("sy.s1.node.a.in", []byte("{not json")))
+	rej := wait("envelope.rejected", "")
+	require.Contains(t, rej.Message, "bad JSON envelope")
+	code, _, errOut = cli(t, "pub", "s1", "a", "still there?", "--nats", url, "--token", "out")
+	require.Equal(t, 0, code, errOut)
+	wait("node.completed", "a")
+
+	// Outside users may not publish on control subjects.
+	code, _, _ = cli(t, "stop", "s1", "--nats", url, "--token", "out", "--timeout", "300ms")
+	require.Equal(t, 1, code)
+	code, _, errOut = cli(t, "pub", "s1", "a", "x", "--nats", url)
+	require.Equal(t, 1, code, "no credentials, no connection: %s", errOut)
+
+	// The admin stops it; serve exits.
+	code, _, errOut = cli(t, "stop", "s1", "--nats", url, "--token", "adm")
+	require.Equal(t, 0, code, errOut)
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not exit after its session was stopped")
+	}
+	require.Contains(t, stderr.String(), "session s1 stopped")
+}
