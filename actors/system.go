@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -82,6 +83,8 @@ type System struct {
 	joins map[string]string
 	sched *scheduler.Scheduler
 
+	dedup *dedupWindow // envelope ids delivered recently
+
 	evq      chan *pb.Event // events waiting to be published, in order
 	evDone   chan struct{}  // closed when publishEvents has drained evq
 	evMu     sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
@@ -112,6 +115,7 @@ func New(cfg Config) (*System, error) {
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
 	s.joins = joinNodes(cfg.Graph)
+	s.dedup = newDedupWindow(1 << 16)
 	s.evq, s.evDone = make(chan *pb.Event, 8192), make(chan struct{})
 	go s.publishEvents() // stopped by Stop, which closes evq and waits for evDone
 	scfg, err := scheduler.ConfigFrom(cfg.Graph)
@@ -239,6 +243,20 @@ func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	env, err := DecodeEnvelope(m.Data)
 	if err != nil {
 		s.reject(m, err)
+		return
+	}
+	if env.Id == "" {
+		env.Id = m.Header.Get(nats.MsgIdHdr)
+	}
+	if env.Id == "" {
+		env.Id = nuid.Next()
+	}
+	if env.SessionId == "" {
+		env.SessionId = s.cfg.SessionID
+	}
+	if !s.dedup.first(env.Id) {
+		s.Emit(&pb.Event{Kind: "envelope.duplicate", EdgeId: edgeID, Message: "envelope " + env.Id + " was already delivered",
+			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
 		return
 	}
 	s.root.Send(pid, &delivery{edge: edgeID, env: env})

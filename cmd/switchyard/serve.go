@@ -195,8 +195,8 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	h.entries = append(h.entries, e)
 	h.mu.Unlock()
 	sub, err := h.b.Conn().Subscribe(broker.Control(s.ID(), "stop"), func(m *nats.Msg) {
-		h.stopOne(e)
-		_ = m.Respond([]byte(`{"status":"stopped"}`))
+		// Reply before serve may exit: the last stop ends the process.
+		h.stopOne(e, func() { _ = m.Respond([]byte(`{"status":"stopped"}`)) })
 	})
 	if err != nil {
 		return err
@@ -228,16 +228,19 @@ func (h *host) listen() error {
 	return h.b.Conn().Flush()
 }
 
-func (h *host) stopOne(e *hosted) {
+// stopOne stops a session, calls replied, then tells serve.
+func (h *host) stopOne(e *hosted, replied func()) {
 	h.mu.Lock()
 	if e.stopped {
 		h.mu.Unlock()
+		replied()
 		return
 	}
 	e.stopped = true
 	e.info.Status = "stopped"
 	h.mu.Unlock()
 	e.s.Stop()
+	replied()
 	h.stopped <- e.info.ID
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -33,6 +34,14 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// natsCLI runs the standard nats CLI (natscli, pinned in tools/go.mod).
+func natsCLI(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"tool", "-modfile=../../tools/go.mod", "nats"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "nats %v: %s", args, out)
 }
 
 func freeAddr(t *testing.T) string {
@@ -112,6 +121,16 @@ func TestServe(t *testing.T) {
 	ev := wait("node.completed", "b")
 	require.Equal(t, "success", ev.Status)
 
+	// The standard nats CLI publishes the JSON form with a Nats-Msg-Id
+	// header, twice: the node receives it once.
+	for i := 0; i < 2; i++ {
+		natsCLI(t, "--server", url, "--token", "out", "pub", "sy.s1.node.a.in",
+			`{"kind":"handoff","payload":{"message":"from the nats CLI"}}`, "-H", "Nats-Msg-Id:cli-1")
+	}
+	wait("node.completed", "a")
+	dup := wait("envelope.duplicate", "")
+	require.Contains(t, dup.Message, "cli-1")
+
 	// A malformed envelope is rejected with a reason; the session keeps working.
 	require.NoError(t, watcher.Publish("sy.s1.node.a.in", []byte("{not json")))
 	rej := wait("envelope.rejected", "")
@@ -127,8 +146,8 @@ func TestServe(t *testing.T) {
 	require.Equal(t, 1, code, "no credentials, no connection: %s", errOut)
 
 	// The admin stops it; serve exits.
-	code, _, errOut = cli(t, "stop", "s1", "--nats", url, "--token", "adm")
-	require.Equal(t, 0, code, errOut)
+	code, _, errOut = cli(t, "stop", "s1", "--nats", url, "--token", "adm", "--timeout", "3s")
+	require.Equal(t, 0, code, "%s\nserve said:\n%s", errOut, stderr.String())
 	select {
 	case code := <-done:
 		require.Equal(t, 0, code, stderr.String())
