@@ -236,6 +236,10 @@ func (a *nodeActor) endOfPath(j *job, o *nodes.Outcome, ctx map[string]string, b
 		// A branch that ends before its fan-in still reports there.
 		return []hop{a.jump(j, join, o, ctx, bs)}, nil
 	}
+	if a.s.cfg.Graph.Kind() == "session" {
+		// A reactive session never ends by itself: the token's path does.
+		return nil, nil
+	}
 	if o.Status == nodes.StatusFail {
 		return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: len(bs) == 0}
 	}

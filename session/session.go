@@ -360,6 +360,12 @@ func (s *Session) Wait(ctx context.Context) (*Report, error) {
 func (s *Session) Stop() {
 	s.stopOnce.Do(func() {
 		if s.sys != nil {
+			select {
+			case <-s.done:
+			default:
+				// Watchers learn that a session that did not complete stopped.
+				s.sys.Emit(&pb.Event{Kind: "session.stopped", Message: "stopped before completing"})
+			}
 			s.sys.Stop()
 		}
 		_ = s.cfg.Broker.Conn().Flush()

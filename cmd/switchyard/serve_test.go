@@ -81,6 +81,13 @@ func TestServe(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "serve never listed its session: %s", stderr.String())
 	}
 
+	// switchyard watch follows the session with an outside credential.
+	var watchOut, watchErr syncBuffer
+	watchDone := make(chan int, 1)
+	go func() {
+		watchDone <- execute([]string{"watch", "s1", "--nats", url, "--token", "out", "--plain"}, &watchOut, &watchErr)
+	}()
+
 	// An outside client watches the events.
 	events := make(chan *pb.Event, 100)
 	watcher, err := nats.Connect(url, nats.Token("out"))
@@ -155,4 +162,13 @@ func TestServe(t *testing.T) {
 		t.Fatal("serve did not exit after its session was stopped")
 	}
 	require.Contains(t, stderr.String(), "session s1 stopped")
+	select {
+	case code := <-watchDone:
+		require.Equal(t, 0, code, watchErr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("watch did not end when the session stopped")
+	}
+	require.Contains(t, watchOut.String(), "node.completed  a  success")
+	require.Contains(t, watchOut.String(), "envelope.rejected")
+	require.Contains(t, watchOut.String(), "session.stopped")
 }
