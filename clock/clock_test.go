@@ -1,0 +1,71 @@
+package clock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/clock"
+)
+
+func TestFakeFiresInOrder(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := clock.NewFake(start)
+	var order []string
+	f.AfterFunc(3*time.Second, func() { order = append(order, "c") })
+	f.AfterFunc(time.Second, func() { order = append(order, "a") })
+	stopped := f.AfterFunc(2*time.Second, func() { order = append(order, "never") })
+	tm := f.NewTimer(2 * time.Second)
+	require.True(t, stopped.Stop())
+	require.Equal(t, 3, f.Pending())
+	f.Advance(2500 * time.Millisecond)
+	require.Equal(t, []string{"a"}, order)
+	select {
+	case at := <-tm.C():
+		require.Equal(t, start.Add(2*time.Second), at, "a timer receives its deadline")
+	default:
+		t.Fatal("the timer did not fire")
+	}
+	f.Advance(time.Second)
+	require.Equal(t, []string{"a", "c"}, order)
+	require.Equal(t, start.Add(3500*time.Millisecond), f.Now())
+}
+
+func TestFakeReset(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	fired := 0
+	tm := f.AfterFunc(time.Second, func() { fired++ })
+	f.Advance(900 * time.Millisecond)
+	require.True(t, tm.Reset(time.Second), "pending when reset")
+	f.Advance(900 * time.Millisecond)
+	require.Equal(t, 0, fired, "the reset pushed the deadline")
+	f.Advance(100 * time.Millisecond)
+	require.Equal(t, 1, fired)
+	require.False(t, tm.Reset(time.Second), "not pending after firing")
+	f.Advance(time.Second)
+	require.Equal(t, 2, fired, "a reset timer fires again")
+}
+
+func TestChangedSignalsNewTimers(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	ch := f.Changed()
+	go f.AfterFunc(time.Minute, func() {})
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Changed was not closed when a timer was created")
+	}
+}
+
+func TestReal(t *testing.T) {
+	c := clock.Real()
+	done := make(chan struct{})
+	c.AfterFunc(time.Millisecond, func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a real timer did not fire")
+	}
+	require.WithinDuration(t, time.Now(), c.Now(), time.Second)
+}
