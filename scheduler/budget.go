@@ -1,9 +1,14 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrBudgetExceeded is the Wait.Err of a node whose budget (its own, its
+// subgraph's or the graph's) is spent.
+var ErrBudgetExceeded = errors.New("scheduler: budget exceeded")
 
 // Usage is what one handler run consumed.
 type Usage struct {
@@ -19,88 +24,110 @@ type Spent struct {
 	Cost   float64
 }
 
+// dimension is one of a budget's limits.
+type dimension int
+
+const (
+	dimTime dimension = iota
+	dimTokens
+	dimCost
+	numDimensions
+)
+
+var dimensionNames = [numDimensions]string{"time", "tokens", "cost"}
+
+func (d dimension) String() string { return dimensionNames[d] }
+
+// thresholds are the percentages announced once each, per dimension.
+var thresholds = [...]int{80, 100}
+
 // budget tracks one scope (a node, a subgraph, the graph) against its
-// limits and remembers which thresholds were announced.
+// limits and remembers which thresholds were announced. A scope's budget
+// is charged by every node under it; a node is covered by its own scope,
+// then its subgraphs', then the graph's (Scheduler.scopesOf).
 type budget struct {
 	scope     string
 	limits    Limits
 	spent     Spent
-	announced map[string]bool // "tokens:80", "cost:100", ...
+	announced [numDimensions][len(thresholds)]bool
 }
 
-func newBudget(scope string, l Limits) *budget {
-	return &budget{scope: scope, limits: l, announced: map[string]bool{}}
-}
+func newBudget(scope string, l Limits) *budget { return &budget{scope: scope, limits: l} }
 
-// fraction is the largest spent/limit ratio and its dimension.
-func (b *budget) fractions() map[string]float64 {
-	f := map[string]float64{}
-	if b.limits.Time > 0 {
-		f["time"] = float64(b.spent.Time) / float64(b.limits.Time)
-	}
-	if b.limits.Tokens > 0 {
-		f["tokens"] = float64(b.spent.Tokens) / float64(b.limits.Tokens)
-	}
-	if b.limits.Cost > 0 {
-		f["cost"] = b.spent.Cost / b.limits.Cost
-	}
-	return f
-}
-
-// exceeded says which dimension is spent, "" when none.
-func (b *budget) exceeded() string {
-	for _, dim := range []string{"time", "tokens", "cost"} {
-		if f, ok := b.fractions()[dim]; ok && f >= 1 {
-			return dim
+// fraction is spent/limit in dimension d, and whether d has a limit.
+func (b *budget) fraction(d dimension) (float64, bool) {
+	switch d {
+	case dimTime:
+		if b.limits.Time > 0 {
+			return float64(b.spent.Time) / float64(b.limits.Time), true
+		}
+	case dimTokens:
+		if b.limits.Tokens > 0 {
+			return float64(b.spent.Tokens) / float64(b.limits.Tokens), true
+		}
+	case dimCost:
+		if b.limits.Cost > 0 {
+			return b.spent.Cost / b.limits.Cost, true
 		}
 	}
-	return ""
+	return 0, false
 }
 
-// charge adds usage and returns the threshold events crossed (80% and 100%,
-// each announced once).
-func (b *budget) charge(node string, u Usage, d time.Duration) []Event {
-	b.spent.Time += d
+// exceeded reports the first spent dimension.
+func (b *budget) exceeded() (dimension, bool) {
+	for d := dimension(0); d < numDimensions; d++ {
+		if f, ok := b.fraction(d); ok && f >= 1 {
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+// charge adds usage and wall time and returns the threshold events crossed
+// (80% and 100%, each announced once per dimension).
+func (b *budget) charge(node string, u Usage, wall time.Duration) []Event {
+	b.spent.Time += wall
 	b.spent.Tokens += u.InputTokens + u.OutputTokens
 	b.spent.Cost += u.Cost
 	var evs []Event
-	for _, dim := range []string{"time", "tokens", "cost"} {
-		f, ok := b.fractions()[dim]
+	for d := dimension(0); d < numDimensions; d++ {
+		f, ok := b.fraction(d)
 		if !ok {
 			continue
 		}
-		for _, pct := range []int{80, 100} {
-			key := fmt.Sprintf("%s:%d", dim, pct)
-			if f*100 >= float64(pct) && !b.announced[key] {
-				b.announced[key] = true
-				kind := "budget.threshold"
-				if pct == 100 {
-					kind = "budget.exceeded"
-				}
-				evs = append(evs, Event{Kind: kind, Node: node, Reason: fmt.Sprintf("%s budget of %s at %d%%: %s of %s",
-					dim, b.scope, pct, b.spentText(dim), b.limitText(dim)),
-					Fields: map[string]string{"scope": b.scope, "dimension": dim, "percent": itoa(pct)}})
+		for i, pct := range thresholds {
+			if f*100 < float64(pct) || b.announced[d][i] {
+				continue
 			}
+			b.announced[d][i] = true
+			kind := EventBudgetThreshold
+			if pct == 100 {
+				kind = EventBudgetExceeded
+			}
+			evs = append(evs, Event{Kind: kind, Node: node,
+				Reason: fmt.Sprintf("%s budget of %s at %d%%: %s of %s", d, b.scope, pct, b.spentText(d), b.limitText(d)),
+				Fields: map[string]string{"scope": b.scope, "dimension": d.String(), "percent": itoa(pct),
+					"spent": b.spentText(d), "limit": b.limitText(d)}})
 		}
 	}
 	return evs
 }
 
-func (b *budget) spentText(dim string) string {
-	switch dim {
-	case "time":
+func (b *budget) spentText(d dimension) string {
+	switch d {
+	case dimTime:
 		return b.spent.Time.String()
-	case "tokens":
+	case dimTokens:
 		return fmt.Sprintf("%d tokens", b.spent.Tokens)
 	}
 	return fmt.Sprintf("$%.4f", b.spent.Cost)
 }
 
-func (b *budget) limitText(dim string) string {
-	switch dim {
-	case "time":
+func (b *budget) limitText(d dimension) string {
+	switch d {
+	case dimTime:
 		return b.limits.Time.String()
-	case "tokens":
+	case dimTokens:
 		return fmt.Sprintf("%d tokens", b.limits.Tokens)
 	}
 	return fmt.Sprintf("$%.4f", b.limits.Cost)
@@ -112,4 +139,31 @@ func (b *budget) remaining() (time.Duration, bool) {
 		return 0, false
 	}
 	return b.limits.Time - b.spent.Time, true
+}
+
+// announcedList names the thresholds announced ("tokens:80"), for
+// snapshots.
+func (b *budget) announcedList() []string {
+	var out []string
+	for d := dimension(0); d < numDimensions; d++ {
+		for i, pct := range thresholds {
+			if b.announced[d][i] {
+				out = append(out, fmt.Sprintf("%s:%d", d, pct))
+			}
+		}
+	}
+	return out
+}
+
+// restoreAnnounced marks the thresholds of announcedList as announced.
+func (b *budget) restoreAnnounced(list []string) {
+	for _, key := range list {
+		for d := dimension(0); d < numDimensions; d++ {
+			for i, pct := range thresholds {
+				if key == fmt.Sprintf("%s:%d", d, pct) {
+					b.announced[d][i] = true
+				}
+			}
+		}
+	}
 }

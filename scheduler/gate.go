@@ -10,7 +10,9 @@ type Input struct {
 type Decision struct {
 	Fire   bool
 	Inputs []Input
-	// Tick is true for a cron firing.
+	// Tick is true for a firing that is a tick: a cron time, or a trigger
+	// with nothing held. When Inputs is empty the owner makes a tick
+	// envelope.
 	Tick bool
 	// Missing names the upstream edges a join fired without (join timeout,
 	// quorum, any).
@@ -19,8 +21,16 @@ type Decision struct {
 	Reason string
 }
 
-// Gate is one node's trigger mode. Gates are used under the Scheduler's
-// lock.
+// causer is implemented by gates that wait: the structured form of
+// Waiting, for GateState.
+type causer interface {
+	cause() (cause string, fields map[string]string)
+}
+
+// Gate is one node's trigger mode: gateAny, gateAll (join), gateManual,
+// gateCron, one per file. A gate is owned by the Scheduler and only used
+// under its lock; its timers are armed through the clock and their
+// callbacks only send a Notice, never touch the gate.
 type Gate interface {
 	// Offer takes an arrival.
 	Offer(in Input) Decision
@@ -37,13 +47,3 @@ type Gate interface {
 	// the edge's mode (latest, debounce) applies.
 	Wants(edge string) bool
 }
-
-// gateAny fires on every arrival.
-type gateAny struct{}
-
-func (gateAny) Offer(in Input) Decision { return Decision{Fire: true, Inputs: []Input{in}} }
-func (gateAny) Trigger() Decision       { return Decision{Fire: true, Tick: true} }
-func (gateAny) Skip(string) Decision    { return Decision{} }
-func (gateAny) Timer() Decision         { return Decision{} }
-func (gateAny) Waiting() string         { return "" }
-func (gateAny) Wants(string) bool       { return true }

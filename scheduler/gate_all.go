@@ -173,3 +173,17 @@ func (g *gateAll) Wants(edge string) bool {
 	st, known := g.stateOf(edge)
 	return !known || st == edgeWaiting
 }
+
+func (g *gateAll) cause() (string, map[string]string) {
+	need := "all"
+	if g.need > 0 {
+		need = itoa(g.need)
+	}
+	return CauseJoinIncomplete, map[string]string{"missing": strings.Join(g.missing(), ","), "need": need,
+		"upstream": itoa(len(g.edges))}
+}
+
+var _ interface {
+	Gate
+	causer
+} = (*gateAll)(nil)

@@ -27,3 +27,12 @@ func (g *gateManual) Waiting() string {
 
 // Wants nothing until the trigger: arrivals wait in their delivery buffers.
 func (g *gateManual) Wants(string) bool { return false }
+
+func (g *gateManual) cause() (string, map[string]string) {
+	return CauseManualPending, map[string]string{"held": itoa(len(g.held))}
+}
+
+var _ interface {
+	Gate
+	causer
+} = (*gateManual)(nil)

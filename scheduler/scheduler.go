@@ -1,67 +1,24 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchyard/switchyard/clock"
 )
 
-// Sentinels of permanent refusals.
-var (
-	ErrMaxIterations  = errors.New("scheduler: max iterations reached")
-	ErrBudgetExceeded = errors.New("scheduler: budget exceeded")
-	ErrStalled        = errors.New("scheduler: stalled")
-)
-
-// Event is something the owner publishes on the session's event stream.
-type Event struct {
-	Kind   string // gate.waiting, lock.waiting, lock.acquired, budget.threshold, budget.exceeded, iterations.exceeded, stall.detected
-	Node   string
-	Reason string
-	Fields map[string]string
-}
-
-// Notice asks the owner to call back into the scheduler for a node: Kind
-// "timer" (call Timer), "admit" (a slot or lock may be free: try Admit
-// again), "cancel" (a budget was crossed during the run: cancel it),
-// "stall" (the session made no progress for stall_timeout; Node is "").
-type Notice struct {
-	Node string
-	Kind string
-}
-
-// Ticket is the right to run a node's handler once.
-type Ticket struct {
-	Node  string
-	Start time.Time
-	// Deadline is when the node's time budget runs out (zero: none): the
-	// owner puts it on the handler's context.
-	Deadline time.Time
-}
-
-// Wait is why a node may not run now. Stop means it will never run again
-// (max iterations, budget spent, stalled); otherwise the owner is sent an
-// "admit" Notice when it may try again.
-type Wait struct {
-	Stop   bool
-	Err    error
-	Reason string
-}
-
-// GateState is what a node is doing and, when it is not running, why.
-type GateState struct {
-	Node   string
-	State  string // idle, waiting, running, stopped
-	Reason string
-	Since  time.Time
-}
-
-// Scheduler decides for every node of one session.
+// Scheduler decides for every node of one session: which arrivals fire a
+// node (the gates), whether a firing may run now (Admit) and what a
+// finished run changes (Release).
+//
+// A Scheduler is safe for concurrent use: one mutex guards all of its
+// state, every method takes it for a short, non-blocking section, and
+// notify is never called with it held (timer callbacks only call notify).
+// It starts no goroutine of its own; its timers are the clock's.
 type Scheduler struct {
 	cfg    *Config
 	clk    clock.Clock
@@ -71,8 +28,7 @@ type Scheduler struct {
 	gates    map[string]Gate
 	crons    map[string]*gateCron
 	states   map[string]*GateState
-	iters    map[string]int
-	total    int
+	iters    iterations
 	budgets  map[string]*budget
 	stalls   map[string]*stallWindow
 	stopped  map[string]error
@@ -93,7 +49,7 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 		notify = func(Notice) {}
 	}
 	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, crons: map[string]*gateCron{},
-		states: map[string]*GateState{}, iters: map[string]int{}, budgets: map[string]*budget{},
+		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}}, budgets: map[string]*budget{},
 		stalls: map[string]*stallWindow{}, stopped: map[string]error{}, running: map[*Ticket]bool{},
 		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}}
 	for scope, l := range cfg.Scopes {
@@ -105,32 +61,143 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		nc := cfg.Nodes[id]
-		arm := s.armer(id)
-		switch nc.Trigger {
-		case TriggerAll:
-			s.gates[id] = newGateAll(nc.Upstream, joinNeed(nc), nc.JoinTimeout, clk, arm)
-		case TriggerManual:
-			s.gates[id] = &gateManual{}
-		case TriggerSchedule:
-			g, err := newGateCron(nc.Schedule, clk, arm)
-			if err != nil {
-				return nil, fmt.Errorf("scheduler: node %s: %w", id, err)
-			}
-			s.gates[id], s.crons[id] = g, g
-		default:
-			s.gates[id] = gateAny{}
-		}
-		if !nc.Budget.empty() {
-			s.budgets["node:"+id] = newBudget("node "+id, nc.Budget)
-		}
-		s.stalls[id] = &stallWindow{after: nc.StallAfter}
-		s.states[id] = &GateState{Node: id, State: "idle", Since: clk.Now()}
-		if w := s.gates[id].Waiting(); w != "" && nc.Trigger == TriggerManual {
-			s.states[id].State, s.states[id].Reason = "waiting", w
+		if err := s.addNode(id, cfg.Nodes[id]); err != nil {
+			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// addNode builds a node's gate, budget, stall window and state.
+func (s *Scheduler) addNode(id string, nc *NodeConfig) error {
+	g, err := s.newGate(id, nc)
+	if err != nil {
+		return err
+	}
+	s.gates[id] = g
+	if c, ok := g.(*gateCron); ok {
+		s.crons[id] = c
+	}
+	if !nc.Budget.empty() {
+		s.budgets["node:"+id] = newBudget("node "+id, nc.Budget)
+	}
+	s.stalls[id] = &stallWindow{after: nc.StallAfter}
+	s.states[id] = &GateState{Node: id, State: StateIdle, Since: s.clk.Now()}
+	if nc.Trigger == TriggerManual {
+		s.setGateWait(id, g.Waiting())
+	}
+	return nil
+}
+
+func (s *Scheduler) newGate(id string, nc *NodeConfig) (Gate, error) {
+	arm := s.armer(id)
+	switch nc.Trigger {
+	case TriggerAll:
+		return newGateAll(nc.Upstream, joinNeed(nc), nc.JoinTimeout, s.clk, arm), nil
+	case TriggerManual:
+		return &gateManual{}, nil
+	case TriggerSchedule:
+		g, err := newGateCron(nc.Schedule, s.clk, arm)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler: node %s: %w", id, err)
+		}
+		return g, nil
+	}
+	return gateAny{}, nil
+}
+
+// gateChanged reports whether a node's gate must be rebuilt.
+func gateChanged(a, b *NodeConfig) bool {
+	return a.Trigger != b.Trigger || a.Join != b.Join || a.Quorum != b.Quorum || a.JoinTimeout != b.JoinTimeout ||
+		a.Schedule != b.Schedule || strings.Join(a.Upstream, ",") != strings.Join(b.Upstream, ",")
+}
+
+// Reconfigure applies a live edit: nodes missing from cfg are removed,
+// new ones added, changed ones updated from their next firing. Counters
+// and budgets spent are kept. A node whose gate changes gets a new gate;
+// what the old one held is returned, per node, for the owner to offer again.
+func (s *Scheduler) Reconfigure(cfg *Config) (map[string][]Input, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := map[string][]Input{}
+	for id, old := range s.cfg.Nodes {
+		nc, kept := cfg.Nodes[id]
+		if kept && !gateChanged(old, nc) {
+			continue
+		}
+		if g := s.gates[id]; g != nil {
+			held[id] = drainGate(g)
+			if c, ok := g.(*gateCron); ok {
+				c.stop()
+				delete(s.crons, id)
+			}
+			if ga, ok := g.(*gateAll); ok {
+				ga.stopTimer()
+			}
+		}
+		if !kept {
+			s.inflight.remove(id)
+			s.locks.remove(id)
+			delete(s.gates, id)
+			delete(s.states, id)
+			delete(s.stalls, id)
+			delete(s.budgets, "node:"+id)
+			continue
+		}
+		g, err := s.newGate(id, nc)
+		if err != nil {
+			return nil, err
+		}
+		s.gates[id] = g
+		if c, ok := g.(*gateCron); ok {
+			s.crons[id] = c
+			c.start()
+		}
+	}
+	for id, nc := range cfg.Nodes {
+		if _, had := s.cfg.Nodes[id]; had {
+			if b := s.budgets["node:"+id]; b != nil {
+				b.limits = nc.Budget
+			} else if !nc.Budget.empty() {
+				s.budgets["node:"+id] = newBudget("node "+id, nc.Budget)
+			}
+			s.stalls[id].after = nc.StallAfter
+			continue
+		}
+		if err := s.addNode(id, nc); err != nil {
+			return nil, err
+		}
+		if c, ok := s.gates[id].(*gateCron); ok {
+			c.start()
+		}
+	}
+	for scope, l := range cfg.Scopes {
+		if b := s.budgets[scope]; b != nil {
+			b.limits = l
+		} else {
+			s.budgets[scope] = newBudget(scope, l)
+		}
+	}
+	s.inflight.max = cfg.MaxInFlight
+	s.cfg = cfg
+	return held, nil
+}
+
+// drainGate takes what a gate holds.
+func drainGate(g Gate) []Input {
+	switch g := g.(type) {
+	case *gateAll:
+		var out []Input
+		for _, e := range g.edges {
+			out = append(out, g.queued[e]...)
+		}
+		return out
+	case *gateManual:
+		return g.held
+	case *gateCron:
+		return g.held
+	}
+	return nil
 }
 
 func joinNeed(nc *NodeConfig) int {
@@ -147,7 +214,7 @@ func joinNeed(nc *NodeConfig) int {
 // owner, which calls Timer.
 func (s *Scheduler) armer(node string) func(time.Duration) clock.Timer {
 	return func(d time.Duration) clock.Timer {
-		return s.clk.AfterFunc(d, func() { s.notify(Notice{Node: node, Kind: "timer"}) })
+		return s.clk.AfterFunc(d, func() { s.notify(Notice{Node: node, Kind: NoticeTimer}) })
 	}
 }
 
@@ -157,7 +224,7 @@ func (s *Scheduler) Start() {
 	defer s.mu.Unlock()
 	for id, g := range s.crons {
 		g.start()
-		s.setState(id, "waiting", g.Waiting())
+		s.setGateWait(id, g.Waiting())
 	}
 	s.armWatchdog()
 }
@@ -185,7 +252,7 @@ func (s *Scheduler) armWatchdog() {
 		return
 	}
 	if s.watchdog == nil {
-		s.watchdog = s.clk.AfterFunc(s.cfg.StallTimeout, func() { s.notify(Notice{Kind: "stall"}) })
+		s.watchdog = s.clk.AfterFunc(s.cfg.StallTimeout, func() { s.notify(Notice{Kind: NoticeStall}) })
 		return
 	}
 	s.watchdog.Reset(s.cfg.StallTimeout)
@@ -199,27 +266,18 @@ func (s *Scheduler) Progress() {
 	s.armWatchdog()
 }
 
-// StallTimeout is called on a "stall" notice: it stops every node and
-// returns the event.
+// StallTimeout is called on a NoticeStall: it stops every node and
+// returns the event. Handlers already running finish (their Release is
+// still accepted); nothing new is admitted.
 func (s *Scheduler) StallTimeout() []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reason := fmt.Sprintf("no progress for %s (stall_timeout): no envelope consumed and no outcome", s.cfg.StallTimeout)
+	fields := map[string]string{"scope": "session", "stall_timeout": s.cfg.StallTimeout.String()}
 	for id := range s.cfg.Nodes {
-		s.stopped[id] = ErrStalled
-		s.setState(id, "stopped", reason)
+		s.stopLocked(id, ErrStalled, CauseStalled, reason, fields)
 	}
-	return []Event{{Kind: "stall.detected", Reason: reason, Fields: map[string]string{"scope": "session"}}}
-}
-
-func (s *Scheduler) setState(node, state, reason string) {
-	st := s.states[node]
-	if st == nil {
-		return
-	}
-	if st.State != state || st.Reason != reason {
-		st.State, st.Reason, st.Since = state, reason, s.clk.Now()
-	}
+	return []Event{{Kind: EventStallDetected, Reason: reason, Fields: fields}}
 }
 
 func (s *Scheduler) gate(node string) (Gate, error) {
@@ -230,23 +288,31 @@ func (s *Scheduler) gate(node string) (Gate, error) {
 	return g, nil
 }
 
-// decided records the gate's decision in the node's state.
-// A stopped node's gate still decides: Admit then refuses the firing, so
-// that the refusal is on record.
+// decided records the gate's decision in the node's state: ready when it
+// fires, waiting on the gate when it holds. A running node stays running
+// (Release settles it). A stopped node's gate still decides: Admit then
+// refuses the firing, so that the refusal is on record.
 func (s *Scheduler) decided(node string, d Decision) Decision {
 	if _, stop := s.stopped[node]; stop {
 		return d
 	}
-	if !d.Fire && d.Reason != "" {
-		s.setState(node, "waiting", d.Reason)
-	} else if d.Fire && s.states[node].State == "waiting" {
-		s.setState(node, "idle", "")
+	st := s.states[node]
+	if st == nil || st.State == StateRunning {
+		return d
+	}
+	switch {
+	case d.Fire:
+		s.setState(node, StateReady, "", "", nil)
+	case d.Reason != "":
+		s.setGateWait(node, d.Reason)
 	}
 	return d
 }
 
 // Offer hands the node an arrival (already through its edge's delivery
-// buffer).
+// buffer): edge is the edge id ("" for the node's inbox), item the
+// envelope, opaque here. The Decision says whether the node fires now and
+// with which inputs; when it does not, Reason says why (gate state).
 func (s *Scheduler) Offer(node, edge string, item any) (Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -306,271 +372,10 @@ func (s *Scheduler) Timer(node string) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	d := s.decided(node, g.Timer())
-	if c, ok := g.(*gateCron); ok {
-		if _, stop := s.stopped[node]; !stop {
-			s.setState(node, "waiting", c.Waiting())
-		}
-	}
-	return d, nil
-}
-
-// Admit asks to run node's handler now. It returns a ticket, or a Wait
-// saying why not (with events to publish).
-func (s *Scheduler) Admit(node string) (*Ticket, *Wait, []Event) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	nc := s.cfg.Nodes[node]
-	if nc == nil {
-		return nil, &Wait{Stop: true, Reason: "unknown node " + node}, nil
-	}
-	if err, stop := s.stopped[node]; stop {
-		return nil, &Wait{Stop: true, Err: err, Reason: s.states[node].Reason}, nil
-	}
-	stop := func(err error, kind, reason string, fields map[string]string) (*Ticket, *Wait, []Event) {
-		s.stopped[node] = err
-		s.setState(node, "stopped", reason)
-		return nil, &Wait{Stop: true, Err: err, Reason: reason}, []Event{{Kind: kind, Node: node, Reason: reason, Fields: fields}}
-	}
-	if nc.MaxIterations > 0 && s.iters[node] >= nc.MaxIterations {
-		return stop(ErrMaxIterations, "iterations.exceeded",
-			fmt.Sprintf("node %s reached its limit of %d firings (max_iterations / max_visits)", node, nc.MaxIterations),
-			map[string]string{"limit": itoa(nc.MaxIterations), "scope": "node"})
-	}
-	if s.cfg.MaxIterations > 0 && s.total >= s.cfg.MaxIterations {
-		return stop(ErrMaxIterations, "iterations.exceeded",
-			fmt.Sprintf("the session reached its limit of %d node firings (graph max_iterations)", s.cfg.MaxIterations),
-			map[string]string{"limit": itoa(s.cfg.MaxIterations), "scope": "graph"})
-	}
-	for _, scope := range s.scopesOf(node) {
-		if b := s.budgets[scope]; b != nil {
-			if dim := b.exceeded(); dim != "" {
-				return stop(ErrBudgetExceeded, "budget.exceeded",
-					fmt.Sprintf("%s budget of %s is spent: %s of %s", dim, b.scope, b.spentText(dim), b.limitText(dim)),
-					map[string]string{"scope": b.scope, "dimension": dim})
-			}
-		}
-	}
-	if !s.inflight.tryAcquire(node) {
-		reason := fmt.Sprintf("in-flight cap: %d of %d handlers running (max_in_flight)", s.inflight.running, s.inflight.max)
-		s.setState(node, "waiting", reason)
-		return nil, &Wait{Reason: reason}, []Event{{Kind: "gate.waiting", Node: node, Reason: reason}}
-	}
-	if ok, holder, path := s.locks.tryAcquire(node, nc.Locks); !ok {
-		s.inflight.running-- // give the slot back: the lock is what we wait for
-		reason := fmt.Sprintf("lock held: %s holds %s", holder, path)
-		s.setState(node, "waiting", reason)
-		return nil, &Wait{Reason: reason}, []Event{{Kind: "lock.waiting", Node: node, Reason: reason,
-			Fields: map[string]string{"holder": holder, "path": path}}}
-	}
-	var evs []Event
-	if len(nc.Locks) > 0 {
-		evs = append(evs, Event{Kind: "lock.acquired", Node: node, Reason: "holds " + joinComma(nc.Locks)})
-	}
-	s.iters[node]++
-	s.total++
-	t := &Ticket{Node: node, Start: s.clk.Now()}
-	for _, scope := range s.scopesOf(node) {
-		if b := s.budgets[scope]; b != nil {
-			if left, ok := b.remaining(); ok {
-				if dl := t.Start.Add(left); t.Deadline.IsZero() || dl.Before(t.Deadline) {
-					t.Deadline = dl
-				}
-			}
-		}
-	}
-	s.running[t] = true
-	s.setState(node, "running", "")
-	s.armWatchdog()
-	return t, nil, evs
-}
-
-// scopesOf lists the budget scopes covering a node, innermost first.
-func (s *Scheduler) scopesOf(node string) []string {
-	out := []string{"node:" + node}
-	if nc := s.cfg.Nodes[node]; nc != nil {
-		out = append(out, nc.Scopes...)
-	}
-	return out
-}
-
-// Charge adds usage reported during a run (streamed agent usage). When it
-// spends a budget, the running handlers under it must be cancelled: the
-// owner is sent "cancel" notices.
-func (s *Scheduler) Charge(t *Ticket, u Usage) []Event {
-	s.mu.Lock()
-	evs, cancel := s.chargeLocked(t.Node, u, 0)
-	s.mu.Unlock()
-	for _, n := range cancel {
-		s.notify(Notice{Node: n, Kind: "cancel"})
-	}
-	return evs
-}
-
-func (s *Scheduler) chargeLocked(node string, u Usage, d time.Duration) ([]Event, []string) {
-	var evs []Event
-	var cancel []string
-	for _, scope := range s.scopesOf(node) {
-		b := s.budgets[scope]
-		if b == nil {
-			continue
-		}
-		before := b.exceeded()
-		evs = append(evs, b.charge(node, u, d)...)
-		if before == "" && b.exceeded() != "" {
-			for t := range s.running {
-				if t.Node == node || scope != "node:"+node && contains(s.scopesOf(t.Node), scope) {
-					cancel = append(cancel, t.Node)
-				}
-			}
-		}
-	}
-	return evs, cancel
-}
-
-// Release ends a run: it charges the budgets with its usage and wall time,
-// checks for a stall, and frees the node's slot and locks.
-func (s *Scheduler) Release(t *Ticket, r Result) []Event {
-	s.mu.Lock()
-	if !s.running[t] {
-		s.mu.Unlock()
-		return nil
-	}
-	delete(s.running, t)
-	d := s.clk.Now().Sub(t.Start)
-	evs, cancel := s.chargeLocked(t.Node, r.Usage, d)
-	if stalled, evidence := s.stalls[t.Node].observe(r); stalled {
-		n := s.cfg.Nodes[t.Node].StallAfter
-		reason := fmt.Sprintf("node %s stalled: the same result %d times in a row (%s)", t.Node, n, evidence)
-		s.stopped[t.Node] = ErrStalled
-		s.setState(t.Node, "stopped", reason)
-		evs = append(evs, Event{Kind: "stall.detected", Node: t.Node, Reason: reason,
-			Fields: map[string]string{"evidence": evidence, "repeats": strconv.Itoa(n)}})
-	} else if _, stop := s.stopped[t.Node]; !stop {
-		s.setState(t.Node, "idle", "")
-		if w := s.gates[t.Node].Waiting(); w != "" {
-			s.setState(t.Node, "waiting", w)
-		}
-	}
-	var wake []string
-	if next := s.inflight.release(); next != "" {
-		wake = append(wake, next)
-	}
-	if len(s.cfg.Nodes[t.Node].Locks) > 0 {
-		wake = append(wake, s.locks.release(t.Node)...)
-		evs = append(evs, Event{Kind: "lock.released", Node: t.Node})
-	}
-	s.armWatchdog()
-	s.mu.Unlock()
-	for _, n := range cancel {
-		s.notify(Notice{Node: n, Kind: "cancel"})
-	}
-	for _, n := range wake {
-		if n != t.Node {
-			s.notify(Notice{Node: n, Kind: "admit"})
-		}
-	}
-	return evs
-}
-
-// Stopped reports whether a node will never run again, and why.
-func (s *Scheduler) Stopped(node string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	err, ok := s.stopped[node]
-	return ok, err
-}
-
-// States returns every node's gate state, by node id.
-func (s *Scheduler) States() []GateState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]GateState, 0, len(s.states))
-	for _, st := range s.states {
-		out = append(out, *st)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-	return out
-}
-
-// Explain answers "why is this node not running?".
-func (s *Scheduler) Explain(node string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.states[node]
-	if st == nil {
-		return "no node " + node
-	}
-	nc := s.cfg.Nodes[node]
-	msg := fmt.Sprintf("%s is %s", node, st.State)
-	if st.Reason != "" {
-		msg += ": " + st.Reason
-	}
-	msg += fmt.Sprintf(" (since %s; trigger %s; %d of %d firings", st.Since.UTC().Format(time.RFC3339), nc.Trigger, s.iters[node], nc.MaxIterations)
-	for _, scope := range s.scopesOf(node) {
-		if b := s.budgets[scope]; b != nil {
-			for dim, f := range b.fractions() {
-				msg += fmt.Sprintf("; %s %s budget %.0f%% spent", b.scope, dim, f*100)
-			}
-		}
-	}
-	return msg + ")"
-}
-
-// Snapshot is the scheduler's counters, for checkpoints.
-type Snapshot struct {
-	Iterations map[string]int    `json:"iterations"`
-	Total      int               `json:"total"`
-	Spent      map[string]Spent  `json:"spent"`
-	Stopped    map[string]string `json:"stopped,omitempty"`
-}
-
-// Snapshot returns the counters.
-func (s *Scheduler) Snapshot() Snapshot {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	snap := Snapshot{Iterations: map[string]int{}, Total: s.total, Spent: map[string]Spent{}, Stopped: map[string]string{}}
-	for k, v := range s.iters {
-		snap.Iterations[k] = v
-	}
-	for k, b := range s.budgets {
-		snap.Spent[k] = b.spent
-	}
-	for k, err := range s.stopped {
-		snap.Stopped[k] = s.states[k].Reason
-		_ = err
-	}
-	return snap
-}
-
-// Restore loads counters from a snapshot (after a resume): iterations and
-// budgets are not reset.
-func (s *Scheduler) Restore(snap Snapshot) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, v := range snap.Iterations {
-		s.iters[k] = v
-	}
-	s.total = snap.Total
-	for k, sp := range snap.Spent {
-		if b := s.budgets[k]; b != nil {
-			b.spent = sp
-		}
-	}
+	return s.decided(node, g.Timer()), nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += v
-	}
-	return out
-}
 
 func contains(list []string, v string) bool {
 	for _, x := range list {

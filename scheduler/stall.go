@@ -1,6 +1,13 @@
 package scheduler
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
+
+// ErrStalled is the Wait.Err of a node stopped by stall detection (or of
+// every node after a session stall timeout).
+var ErrStalled = errors.New("scheduler: stalled")
 
 // Result is what a handler run produced, as the scheduler sees it.
 type Result struct {
@@ -12,11 +19,15 @@ type Result struct {
 	Usage      Usage
 }
 
-// stallWindow remembers a node's last results.
+// stallWindow remembers a node's last results (a ring of at most after
+// keys, each "status=S output=H" or "status=S failure=F").
 type stallWindow struct {
 	after int
 	last  []string
 }
+
+// DefaultStallAfter is stall_after when unset.
+const DefaultStallAfter = 3
 
 // observe records a result and reports the repeating evidence when the
 // last `after` results are the same.

@@ -1,0 +1,183 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Node states.
+const (
+	StateIdle    = "idle"    // nothing held, nothing to do
+	StateWaiting = "waiting" // held back: Cause says by what
+	StateReady   = "ready"   // the gate fired; admission not asked yet
+	StateRunning = "running" // a handler runs under a Ticket
+	StateStopped = "stopped" // will never run again: Cause says why
+)
+
+// Causes of a wait or a stop (GateState.Cause).
+const (
+	CauseJoinIncomplete = "join_incomplete" // Fields: missing, need, upstream
+	CauseManualPending  = "manual_pending"  // Fields: held
+	CauseNextCron       = "next_cron"       // Fields: next (RFC 3339), held
+	CauseInFlightCap    = "in_flight_cap"   // Fields: running, max, position
+	CauseLockHeld       = "lock_held"       // Fields: holder, path (queued=true: an earlier waiter goes first)
+	CauseBudgetSpent    = "budget_spent"    // Fields: scope, dimension, spent, limit
+	CauseMaxIterations  = "max_iterations"  // Fields: scope, limit
+	CauseStalled        = "stalled"         // Fields: evidence, repeats (or scope=session)
+)
+
+// GateState is what a node is doing and, when it is not running, why.
+type GateState struct {
+	Node   string
+	State  string // one of the State* constants
+	Cause  string // one of the Cause* constants; "" when idle, ready or running
+	Reason string // the cause in words
+	// Fields is the cause's evidence (see the Cause* constants).
+	Fields map[string]string
+	Since  time.Time
+}
+
+// setState records a node's state; Since changes only with the state or
+// its cause.
+func (s *Scheduler) setState(node, state, cause, reason string, fields map[string]string) {
+	st := s.states[node]
+	if st == nil {
+		return
+	}
+	if st.State != state || st.Cause != cause {
+		st.Since = s.clk.Now()
+	}
+	st.State, st.Cause, st.Reason, st.Fields = state, cause, reason, fields
+}
+
+// setGateWait records that a node's gate holds it back. The evidence is
+// read from the gate when asked for (States, Explain), which keeps the
+// per-envelope path cheap.
+func (s *Scheduler) setGateWait(node, reason string) {
+	g := s.gates[node]
+	c, ok := g.(causer)
+	if !ok {
+		return
+	}
+	cause, _ := c.cause()
+	st := s.states[node]
+	if st == nil {
+		return
+	}
+	if st.State != StateWaiting || st.Cause != cause {
+		st.Since = s.clk.Now()
+	}
+	st.State, st.Cause, st.Reason, st.Fields = StateWaiting, cause, reason, nil
+}
+
+// settle puts a node that is neither running nor stopped back into the
+// state its gate implies: waiting on the gate, or idle.
+func (s *Scheduler) settle(node string) {
+	if _, stop := s.stopped[node]; stop {
+		return
+	}
+	if w := s.gates[node].Waiting(); w != "" {
+		s.setGateWait(node, w)
+		return
+	}
+	s.setState(node, StateIdle, "", "", nil)
+}
+
+// stateOf returns a copy of a node's state with its evidence filled in.
+func (s *Scheduler) stateOf(node string) (GateState, bool) {
+	st := s.states[node]
+	if st == nil {
+		return GateState{}, false
+	}
+	out := *st
+	if out.Fields == nil {
+		if c, ok := s.gates[node].(causer); ok && out.State == StateWaiting {
+			if cause, f := c.cause(); cause == out.Cause {
+				out.Fields = f
+				out.Reason = s.gates[node].Waiting()
+			}
+		}
+	} else {
+		out.Fields = make(map[string]string, len(st.Fields))
+		for k, v := range st.Fields {
+			out.Fields[k] = v
+		}
+	}
+	return out, true
+}
+
+// State returns one node's gate state.
+func (s *Scheduler) State(node string) (GateState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stateOf(node)
+}
+
+// States returns every node's gate state, by node id.
+func (s *Scheduler) States() []GateState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]GateState, 0, len(s.states))
+	for id := range s.states {
+		st, _ := s.stateOf(id)
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// Explain answers "why is this node not running?" in one paragraph: the
+// state and its cause, then the node's counters, budgets and locks.
+func (s *Scheduler) Explain(node string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.stateOf(node)
+	if !ok {
+		return "no node " + node
+	}
+	nc := s.cfg.Nodes[node]
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s is %s", node, st.State)
+	if st.Reason != "" {
+		b.WriteString(": " + st.Reason)
+	}
+	fmt.Fprintf(&b, " (since %s; trigger %s; %d of %d firings", st.Since.UTC().Format(time.RFC3339), nc.Trigger,
+		s.iters.node[node], nc.MaxIterations)
+	if s.cfg.MaxIterations > 0 {
+		fmt.Fprintf(&b, "; session %d of %d firings", s.iters.total, s.cfg.MaxIterations)
+	}
+	for _, scope := range s.scopesOf(node) {
+		if bu := s.budgets[scope]; bu != nil {
+			for d := dimension(0); d < numDimensions; d++ {
+				if f, ok := bu.fraction(d); ok {
+					fmt.Fprintf(&b, "; %s %s budget %.0f%% spent (%s of %s)", bu.scope, d, f*100, bu.spentText(d), bu.limitText(d))
+				}
+			}
+		}
+	}
+	if w := s.gates[node].Waiting(); w != "" && w != st.Reason {
+		fmt.Fprintf(&b, "; gate: %s", w)
+	}
+	if len(nc.Locks) > 0 {
+		fmt.Fprintf(&b, "; locks %s", strings.Join(nc.Locks, ","))
+	}
+	if keys := sortedKeys(st.Fields); len(keys) > 0 {
+		b.WriteString("; evidence")
+		for _, k := range keys {
+			fmt.Fprintf(&b, " %s=%s", k, st.Fields[k])
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
