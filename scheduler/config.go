@@ -81,7 +81,9 @@ func limitsOf(a graph.Attrs) (Limits, error) {
 	return l, nil
 }
 
-// ConfigFrom reads a graph's scheduling attributes.
+// ConfigFrom reads a graph's scheduling attributes: the graph's
+// (max_iterations, default 10,000; max_in_flight; stall_timeout; budgets),
+// each subgraph's budgets, and every node's (NodeConfigFrom).
 func ConfigFrom(g *graph.Graph) (*Config, error) {
 	cfg := &Config{Nodes: map[string]*NodeConfig{}, MaxIterations: g.MaxIterations(), Scopes: map[string]Limits{}}
 	if v, ok := g.Attrs.Int("max_in_flight"); ok {
@@ -97,86 +99,121 @@ func ConfigFrom(g *graph.Graph) (*Config, error) {
 	if !gl.empty() {
 		cfg.Scopes[GraphScope] = gl
 	}
-	memberOf := map[string][]string{}
+	scopes, memberOf, err := subgraphScopes(g)
+	if err != nil {
+		return nil, err
+	}
+	for k, l := range scopes {
+		cfg.Scopes[k] = l
+	}
+	for _, n := range g.Nodes {
+		nc, err := nodeConfig(g, n, memberOf[n.ID])
+		if err != nil {
+			return nil, err
+		}
+		cfg.Nodes[n.ID] = nc
+	}
+	return cfg, nil
+}
+
+// subgraphScopes returns the budgets of the subgraphs that have one, by
+// scope name ("subgraph:<id>"), and the scopes each node is a member of.
+func subgraphScopes(g *graph.Graph) (map[string]Limits, map[string][]string, error) {
+	scopes, memberOf := map[string]Limits{}, map[string][]string{}
 	for _, sg := range g.Subgraphs {
 		l, err := limitsOf(sg.Attrs)
 		if err != nil {
-			return nil, fmt.Errorf("subgraph %s: %w", sg.ID, err)
+			return nil, nil, fmt.Errorf("subgraph %s: %w", sg.ID, err)
 		}
 		if l.empty() {
 			continue
 		}
 		scope := "subgraph:" + sg.ID
-		cfg.Scopes[scope] = l
+		scopes[scope] = l
 		for _, n := range sg.Nodes {
 			memberOf[n] = append(memberOf[n], scope)
 		}
 	}
-	for _, n := range g.Nodes {
-		nc := &NodeConfig{ID: n.ID, Trigger: n.Attrs.String("trigger"), Join: n.Attrs.String("join"),
-			Schedule: n.Attrs.String("schedule"), MaxIterations: g.MaxVisits(), StallAfter: 3}
-		if nc.Trigger == "" {
-			nc.Trigger = TriggerAny
-			if g.HandlerType(n) == graph.TypeFanIn && len(g.Incoming(n.ID)) > 1 {
-				nc.Trigger = TriggerAll
-			}
-		}
-		if nc.Trigger == TriggerAll || nc.Join != "" && g.HandlerType(n) != graph.TypeParallel {
-			switch {
-			case nc.Join == "" || nc.Join == "all":
-				nc.Join = "all"
-			case nc.Join == "any":
-			case strings.HasPrefix(nc.Join, "quorum:"):
-				q, err := strconv.Atoi(strings.TrimPrefix(nc.Join, "quorum:"))
-				if err != nil || q < 1 {
-					return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
-				}
-				nc.Quorum = q
-			default:
-				if g.HandlerType(n) != graph.TypeParallel {
-					return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
-				}
-			}
-		}
-		switch nc.Trigger {
-		case TriggerAny, TriggerAll, TriggerManual:
-		case TriggerSchedule:
-			if nc.Schedule == "" {
-				return nil, fmt.Errorf("node %s: trigger=schedule needs a schedule (a cron spec)", n.ID)
-			}
-			if _, err := parseCron(nc.Schedule); err != nil {
-				return nil, fmt.Errorf("node %s: schedule %q: %w", n.ID, nc.Schedule, err)
-			}
-		default:
-			return nil, fmt.Errorf("node %s: trigger %q: want any, all, manual or schedule", n.ID, nc.Trigger)
-		}
-		if d, ok := n.Attrs.Duration("join_timeout"); ok {
-			nc.JoinTimeout = d
-		}
-		for _, e := range g.Incoming(n.ID) {
-			nc.Upstream = append(nc.Upstream, edges.EdgeID(e))
-		}
-		if v, ok := n.Attrs.Int("max_visits"); ok {
-			nc.MaxIterations = v
-		}
-		if v, ok := n.Attrs.Int("max_iterations"); ok {
-			nc.MaxIterations = v
-		}
-		if v, ok := n.Attrs.Int("stall_after"); ok {
-			nc.StallAfter = v
-		} else if v, ok := g.Attrs.Int("stall_after"); ok {
-			nc.StallAfter = v
-		}
-		if nc.Budget, err = limitsOf(n.Attrs); err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.ID, err)
-		}
-		nc.Scopes = append(memberOf[n.ID], GraphScope)
-		for _, l := range strings.Split(n.Attrs.String("locks"), ",") {
-			if l = strings.TrimSpace(l); l != "" {
-				nc.Locks = append(nc.Locks, l)
-			}
-		}
-		cfg.Nodes[n.ID] = nc
+	return scopes, memberOf, nil
+}
+
+// NodeConfigFrom reads one node's scheduling attributes: trigger (default
+// any, all for a fan-in node with several incoming edges), join,
+// join_timeout, schedule, max_iterations (else max_visits, else the
+// graph's max_visits, default 100), budgets, stall_after (node, else
+// graph, default 3), locks; and its upstream edges and budget scopes.
+func NodeConfigFrom(g *graph.Graph, n *graph.Node) (*NodeConfig, error) {
+	_, memberOf, err := subgraphScopes(g)
+	if err != nil {
+		return nil, err
 	}
-	return cfg, nil
+	return nodeConfig(g, n, memberOf[n.ID])
+}
+
+func nodeConfig(g *graph.Graph, n *graph.Node, subgraphs []string) (*NodeConfig, error) {
+	var err error
+	nc := &NodeConfig{ID: n.ID, Trigger: n.Attrs.String("trigger"), Join: n.Attrs.String("join"),
+		Schedule: n.Attrs.String("schedule"), MaxIterations: g.MaxVisits(), StallAfter: DefaultStallAfter}
+	if nc.Trigger == "" {
+		nc.Trigger = TriggerAny
+		if g.HandlerType(n) == graph.TypeFanIn && len(g.Incoming(n.ID)) > 1 {
+			nc.Trigger = TriggerAll
+		}
+	}
+	if nc.Trigger == TriggerAll || nc.Join != "" && g.HandlerType(n) != graph.TypeParallel {
+		switch {
+		case nc.Join == "" || nc.Join == "all":
+			nc.Join = "all"
+		case nc.Join == "any":
+		case strings.HasPrefix(nc.Join, "quorum:"):
+			q, err := strconv.Atoi(strings.TrimPrefix(nc.Join, "quorum:"))
+			if err != nil || q < 1 {
+				return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
+			}
+			nc.Quorum = q
+		default:
+			if g.HandlerType(n) != graph.TypeParallel {
+				return nil, fmt.Errorf("node %s: join %q: want all, any or quorum:N", n.ID, nc.Join)
+			}
+		}
+	}
+	switch nc.Trigger {
+	case TriggerAny, TriggerAll, TriggerManual:
+	case TriggerSchedule:
+		if nc.Schedule == "" {
+			return nil, fmt.Errorf("node %s: trigger=schedule needs a schedule (a cron spec)", n.ID)
+		}
+		if _, err := parseCron(nc.Schedule); err != nil {
+			return nil, fmt.Errorf("node %s: schedule %q: %w", n.ID, nc.Schedule, err)
+		}
+	default:
+		return nil, fmt.Errorf("node %s: trigger %q: want any, all, manual or schedule", n.ID, nc.Trigger)
+	}
+	if d, ok := n.Attrs.Duration("join_timeout"); ok {
+		nc.JoinTimeout = d
+	}
+	for _, e := range g.Incoming(n.ID) {
+		nc.Upstream = append(nc.Upstream, edges.EdgeID(e))
+	}
+	if v, ok := n.Attrs.Int("max_visits"); ok {
+		nc.MaxIterations = v
+	}
+	if v, ok := n.Attrs.Int("max_iterations"); ok {
+		nc.MaxIterations = v
+	}
+	if v, ok := n.Attrs.Int("stall_after"); ok {
+		nc.StallAfter = v
+	} else if v, ok := g.Attrs.Int("stall_after"); ok {
+		nc.StallAfter = v
+	}
+	if nc.Budget, err = limitsOf(n.Attrs); err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	nc.Scopes = append(append([]string(nil), subgraphs...), GraphScope)
+	for _, l := range strings.Split(n.Attrs.String("locks"), ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			nc.Locks = append(nc.Locks, l)
+		}
+	}
+	return nc, nil
 }
