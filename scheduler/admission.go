@@ -85,8 +85,9 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 	}
 	var evs []Event
 	if len(nc.Locks) > 0 {
-		evs = append(evs, Event{Kind: EventLockAcquired, Node: node, Reason: "holds " + strings.Join(nc.Locks, ","),
-			Fields: map[string]string{"paths": strings.Join(nc.Locks, ",")}})
+		paths := strings.Join(nc.Locks, ",")
+		evs = append(evs, Event{Kind: EventLockAcquired, Node: node, Reason: "holds " + paths,
+			Fields: map[string]string{"paths": paths}})
 	}
 	s.iters.count(node)
 	t := &Ticket{Node: node, Start: s.clk.Now()}
@@ -158,15 +159,15 @@ func (s *Scheduler) eachBudget(node string, fn func(*budget)) {
 }
 
 // spentBudget finds a spent budget covering node, innermost first.
-func (s *Scheduler) spentBudget(node string) (*budget, dimension, bool) {
-	for _, scope := range s.scopesOf(node) {
-		if b := s.budgets[scope]; b != nil {
-			if d, ok := b.exceeded(); ok {
-				return b, d, true
+func (s *Scheduler) spentBudget(node string) (spent *budget, d dimension, ok bool) {
+	s.eachBudget(node, func(b *budget) {
+		if !ok {
+			if d, ok = b.exceeded(); ok {
+				spent = b
 			}
 		}
-	}
-	return nil, 0, false
+	})
+	return spent, d, ok
 }
 
 func budgetSpent(b *budget, d dimension) (string, map[string]string) {
@@ -190,7 +191,17 @@ func (s *Scheduler) Charge(t *Ticket, u Usage) []Event {
 }
 
 func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs []Event, cancel, wake []string) {
-	for _, scope := range s.scopesOf(node) {
+	var scopes []string
+	if nc := s.cfg.Nodes[node]; nc != nil {
+		scopes = nc.Scopes
+	}
+	for i := -1; i < len(scopes); i++ {
+		var scope string
+		if i < 0 {
+			scope = nodeScope(node)
+		} else {
+			scope = scopes[i]
+		}
 		b := s.budgets[scope]
 		if b == nil {
 			continue

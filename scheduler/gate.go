@@ -22,9 +22,11 @@ type Decision struct {
 }
 
 // causer is implemented by gates that wait: the structured form of
-// Waiting, for GateState.
+// Waiting, for GateState. cause is cheap (it runs on every arrival that
+// waits); evidence is built only when a state is read.
 type causer interface {
-	cause() (cause string, fields map[string]string)
+	cause() string
+	evidence() map[string]string
 }
 
 // Gate is one node's trigger mode: gateAny, gateAll (join), gateManual,

@@ -174,12 +174,14 @@ func (g *gateAll) Wants(edge string) bool {
 	return !known || st == edgeWaiting
 }
 
-func (g *gateAll) cause() (string, map[string]string) {
+func (g *gateAll) cause() string { return CauseJoinIncomplete }
+
+func (g *gateAll) evidence() map[string]string {
 	need := "all"
 	if g.need > 0 {
 		need = itoa(g.need)
 	}
-	return CauseJoinIncomplete, map[string]string{"missing": strings.Join(g.missing(), ","), "need": need,
+	return map[string]string{"missing": strings.Join(g.missing(), ","), "need": need,
 		"upstream": itoa(len(g.edges))}
 }
 

@@ -71,8 +71,10 @@ func (g *gateCron) Waiting() string { return "next cron time " + g.next.UTC().Fo
 // Wants nothing until the scheduled time: arrivals wait in their buffers.
 func (g *gateCron) Wants(string) bool { return false }
 
-func (g *gateCron) cause() (string, map[string]string) {
-	return CauseNextCron, map[string]string{"next": g.next.UTC().Format(time.RFC3339), "held": itoa(len(g.held))}
+func (g *gateCron) cause() string { return CauseNextCron }
+
+func (g *gateCron) evidence() map[string]string {
+	return map[string]string{"next": g.next.UTC().Format(time.RFC3339), "held": itoa(len(g.held))}
 }
 
 var _ interface {

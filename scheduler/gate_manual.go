@@ -28,8 +28,10 @@ func (g *gateManual) Waiting() string {
 // Wants nothing until the trigger: arrivals wait in their delivery buffers.
 func (g *gateManual) Wants(string) bool { return false }
 
-func (g *gateManual) cause() (string, map[string]string) {
-	return CauseManualPending, map[string]string{"held": itoa(len(g.held))}
+func (g *gateManual) cause() string { return CauseManualPending }
+
+func (g *gateManual) evidence() map[string]string {
+	return map[string]string{"held": itoa(len(g.held))}
 }
 
 var _ interface {

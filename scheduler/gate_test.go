@@ -101,3 +101,104 @@ func TestCronFiresThreeTimes(t *testing.T) {
 	require.Equal(t, 3, fired)
 	require.Contains(t, s.Explain("tick"), "next cron time 2026-11-22T10:00:40Z")
 }
+
+func TestCronSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		spec  string
+		nexts []string // the first fire times after t0 = 10:00:00
+	}{
+		{"@every 1m", []string{"10:01:00", "10:02:00"}},
+		{"*/15 * * * *", []string{"10:15:00", "10:30:00"}},
+		{"30 */5 * * * *", []string{"10:00:30", "10:05:30"}},
+		{"@hourly", []string{"11:00:00", "12:00:00"}},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			s, clk, ns := newSched(t, `digraph g { c [trigger=schedule, schedule="`+tc.spec+`"] }`)
+			for _, want := range tc.nexts {
+				st, _ := s.State("c")
+				require.Equal(t, scheduler.CauseNextCron, st.Cause)
+				require.Equal(t, "2026-11-22T"+want+"Z", st.Fields["next"])
+				next, err := time.Parse(time.RFC3339, st.Fields["next"])
+				require.NoError(t, err)
+				clk.Advance(next.Sub(clk.Now()) - time.Nanosecond)
+				require.Empty(t, ns.take(), "not before its time")
+				clk.Advance(time.Nanosecond)
+				require.Equal(t, []scheduler.Notice{{Node: "c", Kind: scheduler.NoticeTimer}}, ns.take())
+				d, err := s.Timer("c")
+				require.NoError(t, err)
+				require.True(t, d.Fire && d.Tick)
+				s.Release(admit(t, s, "c"), scheduler.Result{Status: "success", OutputHash: want})
+			}
+		})
+	}
+}
+
+func TestCronTakesWhatArrived(t *testing.T) {
+	s, clk, ns := newSched(t, `digraph g { a; c [trigger=schedule, schedule="@every 1m"]; a -> c }`)
+	require.False(t, s.Wants("c", "a.c"), "arrivals wait in their buffers until the tick")
+	require.False(t, offer(t, s, "c", "a.c", "x").Fire)
+	clk.Advance(time.Minute)
+	require.Len(t, ns.take(), 1)
+	d, err := s.Timer("c")
+	require.NoError(t, err)
+	require.Equal(t, []any{"x"}, items(d))
+}
+
+func TestGateEdgeCases(t *testing.T) {
+	src := `digraph g { a; b; j [trigger=all, join_timeout=1m]; m [trigger=manual]; a -> j; b -> j; a -> m }`
+	t.Run("inbox arrival fires a join on its own", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		d := offer(t, s, "j", "", "poke")
+		require.True(t, d.Fire)
+		require.Equal(t, []any{"poke"}, items(d))
+	})
+	t.Run("a join wants only edges that have not delivered", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		require.True(t, s.Wants("j", "a.j"))
+		offer(t, s, "j", "a.j", 1)
+		require.False(t, s.Wants("j", "a.j"))
+		require.True(t, s.Wants("j", "b.j"))
+	})
+	t.Run("skipping a delivered edge changes nothing", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		offer(t, s, "j", "a.j", 1)
+		d, err := s.Skip("j", "a.j")
+		require.NoError(t, err)
+		require.False(t, d.Fire)
+		require.Contains(t, d.Reason, "missing b.j")
+	})
+	t.Run("skipping every edge fires nothing", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		for _, e := range []string{"a.j", "b.j"} {
+			d, err := s.Skip("j", e)
+			require.NoError(t, err)
+			require.False(t, d.Fire)
+		}
+	})
+	t.Run("the join timeout is armed by the first arrival only", func(t *testing.T) {
+		s, clk, ns := newSched(t, src)
+		clk.Advance(2 * time.Minute)
+		require.Empty(t, ns.take())
+		offer(t, s, "j", "a.j", 1)
+		clk.Advance(30 * time.Second)
+		offer(t, s, "j", "a.j", 2)
+		clk.Advance(30 * time.Second)
+		require.Equal(t, []scheduler.Notice{{Node: "j", Kind: scheduler.NoticeTimer}}, ns.take())
+		d, err := s.Timer("j")
+		require.NoError(t, err)
+		require.Equal(t, []any{1}, items(d))
+		require.Equal(t, []string{"b.j"}, d.Missing)
+	})
+	t.Run("a manual trigger with nothing held is a tick", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		d, err := s.Trigger("m")
+		require.NoError(t, err)
+		require.True(t, d.Fire && d.Tick)
+		require.Empty(t, d.Inputs)
+	})
+	t.Run("unknown node", func(t *testing.T) {
+		s, _, _ := newSched(t, src)
+		_, err := s.Offer("nope", "", 1)
+		require.Error(t, err)
+	})
+}

@@ -108,3 +108,127 @@ func TestSessionStallTimeout(t *testing.T) {
 	_, w, _ := s.Admit("a")
 	require.True(t, w.Stop)
 }
+
+func TestDefaultBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name, src         string
+		nodeMax, graphMax int
+	}{
+		{"defaults", `digraph g { a }`, 100, 10000},
+		{"max_visits", `digraph g { a [max_visits=7] }`, 7, 10000},
+		{"max_iterations wins", `digraph g { max_iterations=50; a [max_visits=7, max_iterations=9] }`, 9, 50},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config(t, tc.src)
+			require.Equal(t, tc.nodeMax, cfg.Nodes["a"].MaxIterations)
+			require.Equal(t, tc.graphMax, cfg.MaxIterations)
+		})
+	}
+}
+
+// TestCycleStops runs a reactive cycle a ⇄ b the way the actors would:
+// every admitted firing of one hands the other an arrival.
+func TestCycleStops(t *testing.T) {
+	s, _, _ := newSched(t, `digraph g { a [max_visits=3]; b; a -> b; b -> a }`)
+	node, fired := "a", 0
+	var stop *scheduler.Wait
+	var evs []scheduler.Event
+	for fired < 100 {
+		tk, w, e := s.Admit(node)
+		if w != nil {
+			stop, evs = w, e
+			break
+		}
+		fired++
+		s.Release(tk, scheduler.Result{Status: "success", OutputHash: itoa(fired)})
+		next := map[string]string{"a": "b", "b": "a"}[node]
+		require.True(t, offer(t, s, next, node+"."+next, fired).Fire)
+		node = next
+	}
+	require.Equal(t, 6, fired, "a fires 3 times, b 3 times, then a refuses")
+	require.True(t, stop.Stop)
+	require.ErrorIs(t, stop.Err, scheduler.ErrMaxIterations)
+	require.Equal(t, scheduler.EventIterationsExceeded, evs[0].Kind)
+	require.Equal(t, "node", evs[0].Fields["scope"])
+}
+
+func TestBudgetThresholdsAnnouncedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		src    string
+		charge []scheduler.Usage
+		kinds  [][]string // events per charge
+	}{
+		{"cost", `digraph g { a [budget_cost=1.0] }`,
+			[]scheduler.Usage{{Cost: 0.5}, {Cost: 0.35}, {Cost: 0.05}, {Cost: 0.2}, {Cost: 1}},
+			[][]string{nil, {"budget.threshold"}, nil, {"budget.exceeded"}, nil}},
+		{"tokens straight past both", `digraph g { a [budget_tokens=10] }`,
+			[]scheduler.Usage{{InputTokens: 5, OutputTokens: 10}, {OutputTokens: 1}},
+			[][]string{{"budget.threshold", "budget.exceeded"}, nil}},
+		{"graph scope", `digraph g { budget_tokens=100; a }`,
+			[]scheduler.Usage{{OutputTokens: 80}},
+			[][]string{{"budget.threshold"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newSched(t, tc.src)
+			tk := admit(t, s, "a")
+			for i, u := range tc.charge {
+				var kinds []string
+				for _, e := range s.Charge(tk, u) {
+					kinds = append(kinds, e.Kind)
+				}
+				require.Equal(t, tc.kinds[i], kinds, "charge %d", i)
+			}
+		})
+	}
+}
+
+func TestTimeBudgetSpentAcrossFirings(t *testing.T) {
+	s, clk, _ := newSched(t, `digraph g { budget_time=1h; a }`)
+	tk := admit(t, s, "a")
+	clk.Advance(50 * time.Minute)
+	evs := s.Release(tk, scheduler.Result{Status: "success", OutputHash: "1"})
+	require.Equal(t, "80", evs[0].Fields["percent"])
+	tk = admit(t, s, "a")
+	require.Equal(t, clk.Now().Add(10*time.Minute), tk.Deadline, "the graph's remaining time is the handler's deadline")
+	clk.Advance(10 * time.Minute)
+	evs = s.Release(tk, scheduler.Result{Status: "success", OutputHash: "2"})
+	require.Equal(t, scheduler.EventBudgetExceeded, evs[0].Kind)
+	_, w, _ := s.Admit("a")
+	require.ErrorIs(t, w.Err, scheduler.ErrBudgetExceeded)
+	require.Equal(t, scheduler.CauseBudgetSpent, w.Cause)
+}
+
+func TestStallWindow(t *testing.T) {
+	ok := func(h string) scheduler.Result { return scheduler.Result{Status: "success", OutputHash: h} }
+	fail := func(f, h string) scheduler.Result { return scheduler.Result{Status: "fail", Failure: f, OutputHash: h} }
+	for _, tc := range []struct {
+		name    string
+		attrs   string
+		results []scheduler.Result
+		stallAt int // 1-based result that stalls; 0: never
+	}{
+		{"same output three times", ``, []scheduler.Result{ok("1"), ok("1"), ok("1")}, 3},
+		{"alternating never stalls", ``, []scheduler.Result{ok("1"), ok("2"), ok("1"), ok("2"), ok("1")}, 0},
+		{"same failure, different outputs", ``, []scheduler.Result{fail("boom", "1"), fail("boom", "2"), fail("boom", "3")}, 3},
+		{"status matters", ``, []scheduler.Result{ok("1"), {Status: "partial_success", OutputHash: "1"}, ok("1"), ok("1")}, 0},
+		{"stall_after=2", `stall_after=2`, []scheduler.Result{ok("1"), ok("2"), ok("2")}, 3},
+		{"stall_after=0 disables", `stall_after=0`, []scheduler.Result{ok("1"), ok("1"), ok("1"), ok("1")}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newSched(t, `digraph g { a [`+tc.attrs+`] }`)
+			for i, r := range tc.results {
+				evs := s.Release(admit(t, s, "a"), r)
+				if i+1 == tc.stallAt {
+					require.Len(t, evs, 1)
+					require.Equal(t, scheduler.EventStallDetected, evs[0].Kind)
+					_, w, _ := s.Admit("a")
+					require.ErrorIs(t, w.Err, scheduler.ErrStalled)
+					return
+				}
+				require.Empty(t, evs, "result %d", i+1)
+			}
+			require.Zero(t, tc.stallAt)
+		})
+	}
+}

@@ -63,3 +63,12 @@ func admit(t *testing.T, s *scheduler.Scheduler, node string) *scheduler.Ticket 
 	require.NotNil(t, tk)
 	return tk
 }
+
+func config(t *testing.T, src string) *scheduler.Config {
+	t.Helper()
+	g, diags := graph.Load("t.dot", []byte(src), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	cfg, err := scheduler.ConfigFrom(g)
+	require.NoError(t, err)
+	return cfg
+}

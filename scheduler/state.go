@@ -61,7 +61,7 @@ func (s *Scheduler) setGateWait(node, reason string) {
 	if !ok {
 		return
 	}
-	cause, _ := c.cause()
+	cause := c.cause()
 	st := s.states[node]
 	if st == nil {
 		return
@@ -94,8 +94,8 @@ func (s *Scheduler) stateOf(node string) (GateState, bool) {
 	out := *st
 	if out.Fields == nil {
 		if c, ok := s.gates[node].(causer); ok && out.State == StateWaiting {
-			if cause, f := c.cause(); cause == out.Cause {
-				out.Fields = f
+			if c.cause() == out.Cause {
+				out.Fields = c.evidence()
 				out.Reason = s.gates[node].Waiting()
 			}
 		}

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,4 +35,93 @@ func TestConfigErrors(t *testing.T) {
 		_, err := scheduler.ConfigFrom(g)
 		require.Error(t, err, src)
 	}
+}
+
+func TestGateStates(t *testing.T) {
+	src := `digraph g { max_in_flight=1; a; b; j [trigger=all]; m [trigger=manual]; c [trigger=schedule, schedule="@every 1m"];
+		x [max_iterations=1]; a -> j; b -> j }`
+	for _, tc := range []struct {
+		name   string
+		do     func(t *testing.T, s *scheduler.Scheduler)
+		node   string
+		state  string
+		cause  string
+		fields map[string]string
+	}{
+		{"idle", func(*testing.T, *scheduler.Scheduler) {}, "a", scheduler.StateIdle, "", nil},
+		{"join incomplete", func(t *testing.T, s *scheduler.Scheduler) { offer(t, s, "j", "a.j", 1) },
+			"j", scheduler.StateWaiting, scheduler.CauseJoinIncomplete, map[string]string{"missing": "b.j", "need": "all", "upstream": "2"}},
+		{"ready after the gate fired", func(t *testing.T, s *scheduler.Scheduler) { offer(t, s, "a", "", 1) },
+			"a", scheduler.StateReady, "", nil},
+		{"manual pending", func(t *testing.T, s *scheduler.Scheduler) { offer(t, s, "m", "", 1) },
+			"m", scheduler.StateWaiting, scheduler.CauseManualPending, map[string]string{"held": "1"}},
+		{"next cron", func(*testing.T, *scheduler.Scheduler) {},
+			"c", scheduler.StateWaiting, scheduler.CauseNextCron, map[string]string{"next": "2026-11-22T10:01:00Z", "held": "0"}},
+		{"running", func(t *testing.T, s *scheduler.Scheduler) { admit(t, s, "a") }, "a", scheduler.StateRunning, "", nil},
+		{"in-flight cap", func(t *testing.T, s *scheduler.Scheduler) { admit(t, s, "a"); s.Admit("b") },
+			"b", scheduler.StateWaiting, scheduler.CauseInFlightCap, map[string]string{"running": "1", "max": "1", "position": "1"}},
+		{"max iterations", func(t *testing.T, s *scheduler.Scheduler) {
+			s.Release(admit(t, s, "x"), scheduler.Result{Status: "success"})
+			s.Admit("x")
+		}, "x", scheduler.StateStopped, scheduler.CauseMaxIterations, map[string]string{"limit": "1", "scope": "node"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newSched(t, src)
+			tc.do(t, s)
+			st, ok := s.State(tc.node)
+			require.True(t, ok)
+			require.Equal(t, tc.state, st.State)
+			require.Equal(t, tc.cause, st.Cause)
+			require.Equal(t, tc.fields, st.Fields)
+			require.Contains(t, s.Explain(tc.node), tc.node+" is "+tc.state)
+			require.Equal(t, st, s.States()[indexOf(s.States(), tc.node)])
+		})
+	}
+}
+
+func indexOf(states []scheduler.GateState, node string) int {
+	for i, st := range states {
+		if st.Node == node {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestSnapshotJSONRoundTrip(t *testing.T) {
+	src := `digraph g { a [budget_tokens=100]; b; p; j [trigger=all]; p -> j; b -> j }`
+	s, _, _ := newSched(t, src)
+	evs := s.Release(admit(t, s, "a"), scheduler.Result{Status: "success", OutputHash: "h", Usage: scheduler.Usage{OutputTokens: 85}})
+	require.Len(t, evs, 1, "80% announced")
+	s.Release(admit(t, s, "b"), scheduler.Result{Status: "success", OutputHash: "same"})
+	s.Release(admit(t, s, "b"), scheduler.Result{Status: "success", OutputHash: "same"})
+	_, err := s.Skip("j", "p.j")
+	require.NoError(t, err)
+
+	raw, err := json.Marshal(s.Snapshot())
+	require.NoError(t, err)
+	var snap scheduler.Snapshot
+	require.NoError(t, json.Unmarshal(raw, &snap))
+	require.Equal(t, "skipped", snap.Joins["j"].Edges["p.j"])
+
+	s2, _, _ := newSched(t, src)
+	s2.Restore(snap)
+	require.Equal(t, 3, s2.Snapshot().Total)
+	evs = s2.Release(admit(t, s2, "a"), scheduler.Result{Status: "success", OutputHash: "h2", Usage: scheduler.Usage{OutputTokens: 5}})
+	require.Empty(t, evs, "80% is not announced twice")
+	evs = s2.Release(admit(t, s2, "b"), scheduler.Result{Status: "success", OutputHash: "same"})
+	require.Equal(t, scheduler.EventStallDetected, evs[0].Kind, "the stall window survives")
+	d := offer(t, s2, "j", "b.j", "x")
+	require.True(t, d.Fire, "the skipped edge survives: the join does not hang")
+}
+
+func TestRestoreKeepsStalledNodesStopped(t *testing.T) {
+	src := `digraph g { a [stall_after=1] }`
+	s, _, _ := newSched(t, src)
+	s.Release(admit(t, s, "a"), scheduler.Result{Status: "fail", Failure: "same"})
+	s2, _, _ := newSched(t, src)
+	s2.Restore(s.Snapshot())
+	_, w, _ := s2.Admit("a")
+	require.NotNil(t, w)
+	require.ErrorIs(t, w.Err, scheduler.ErrStalled)
 }
