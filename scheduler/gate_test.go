@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/scheduler"
 )
 
@@ -201,4 +202,66 @@ func TestGateEdgeCases(t *testing.T) {
 		_, err := s.Offer("nope", "", 1)
 		require.Error(t, err)
 	})
+}
+
+// TestGateModes asks every gate the same questions.
+func TestGateModes(t *testing.T) {
+	src := `digraph g { u; n_any; n_all [trigger=all]; n_manual [trigger=manual]; n_cron [trigger=schedule, schedule="@every 1h"];
+		u -> n_any; u -> n_all; u -> n_manual; u -> n_cron }`
+	for _, tc := range []struct {
+		node                      string
+		wants                     bool
+		waiting                   string // substring of Waiting before any arrival
+		triggerFires, triggerTick bool
+		timerFires                bool
+	}{
+		{"n_any", true, "", true, true, false},
+		{"n_all", true, "join incomplete", true, false, false},
+		{"n_manual", false, "manual trigger pending", true, true, false},
+		{"n_cron", false, "next cron time 2026-11-22T11:00:00Z", true, true, true},
+	} {
+		t.Run(tc.node, func(t *testing.T) {
+			s, _, _ := newSched(t, src)
+			edge := "u." + tc.node
+			require.Equal(t, tc.wants, s.Wants(tc.node, edge))
+			if tc.waiting == "" {
+				require.Empty(t, s.Waiting(tc.node))
+			} else {
+				require.Contains(t, s.Waiting(tc.node), tc.waiting)
+			}
+			d, err := s.Skip(tc.node, edge)
+			require.NoError(t, err)
+			require.False(t, d.Fire, "a skip alone never fires")
+			d, err = s.Timer(tc.node)
+			require.NoError(t, err)
+			require.Equal(t, tc.timerFires, d.Fire)
+			d, err = s.Trigger(tc.node)
+			require.NoError(t, err)
+			require.Equal(t, tc.triggerFires, d.Fire)
+			require.Equal(t, tc.triggerTick, d.Tick)
+		})
+	}
+}
+
+func TestNodeConfigFrom(t *testing.T) {
+	g, diags := graph.Load("t.dot", []byte(`digraph g { stall_after=5; subgraph cluster_x { graph [budget_cost=2]; a }
+		b; c [shape=tripleoctagon]; a -> c; b -> c; a [trigger=all, join="quorum:1", join_timeout="90s", locks=" src/ , go.mod ", budget_tokens=10] }`),
+		graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	for _, tc := range []struct {
+		node string
+		want scheduler.NodeConfig
+	}{
+		{"a", scheduler.NodeConfig{ID: "a", Trigger: "all", Join: "quorum:1", Quorum: 1, JoinTimeout: 90 * time.Second,
+			MaxIterations: 100, Budget: scheduler.Limits{Tokens: 10}, Scopes: []string{"subgraph:cluster_x", "graph"},
+			StallAfter: 5, Locks: []string{"src/", "go.mod"}}},
+		{"c", scheduler.NodeConfig{ID: "c", Trigger: "all", Join: "all", Upstream: []string{"a.c", "b.c"},
+			MaxIterations: 100, Scopes: []string{"graph"}, StallAfter: 5}},
+	} {
+		t.Run(tc.node, func(t *testing.T) {
+			nc, err := scheduler.NodeConfigFrom(g, g.Node(tc.node))
+			require.NoError(t, err)
+			require.Equal(t, &tc.want, nc)
+		})
+	}
 }

@@ -118,7 +118,16 @@ func gateChanged(a, b *NodeConfig) bool {
 // what the old one held is returned, per node, for the owner to offer again.
 func (s *Scheduler) Reconfigure(cfg *Config) (map[string][]Input, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	held, err := s.reconfigureLocked(cfg)
+	wake := append(s.inflight.wakeable(), s.locks.waiting()...)
+	s.mu.Unlock()
+	// A removed node may have been first in a queue; a raised cap may
+	// free slots.
+	s.wakeAll(wake, "")
+	return held, err
+}
+
+func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 	held := map[string][]Input{}
 	for id, old := range s.cfg.Nodes {
 		nc, kept := cfg.Nodes[id]

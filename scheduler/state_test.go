@@ -125,3 +125,39 @@ func TestRestoreKeepsStalledNodesStopped(t *testing.T) {
 	require.NotNil(t, w)
 	require.ErrorIs(t, w.Err, scheduler.ErrStalled)
 }
+
+func TestReconfigure(t *testing.T) {
+	s, _, ns := newSched(t, `digraph g { max_in_flight=1; a [trigger=manual]; b; c; u; u -> a }`)
+	require.False(t, offer(t, s, "a", "u.a", "held").Fire)
+	tc := admit(t, s, "c")
+	_, w, _ := s.Admit("b")
+	require.NotNil(t, w)
+	held, err := s.Reconfigure(config(t, `digraph g { max_in_flight=2; a; c; d; u; u -> a }`))
+	require.NoError(t, err)
+	require.Equal(t, []scheduler.Input{{Edge: "u.a", Item: "held"}}, held["a"], "a's new gate gets what the old one held")
+	require.Empty(t, held["b"])
+	require.Empty(t, ns.take(), "b left the queue; nobody else waits")
+	var nodes []string
+	for _, st := range s.States() {
+		nodes = append(nodes, st.Node)
+	}
+	require.Equal(t, []string{"a", "c", "d", "u"}, nodes)
+	require.True(t, offer(t, s, "a", "u.a", 1).Fire, "a is trigger=any now")
+	admit(t, s, "d") // the raised cap admits a second handler
+	s.Release(tc, scheduler.Result{Status: "success", OutputHash: "1"})
+	require.Equal(t, 2, s.Snapshot().Iterations["c"]+s.Snapshot().Iterations["d"], "counters are kept")
+}
+
+type envelope struct{ id string }
+
+func (e envelope) GetId() string { return e.id }
+
+func TestSnapshotRecordsHeldInputsByID(t *testing.T) {
+	s, _, _ := newSched(t, `digraph g { u; v; m [trigger=manual]; j [trigger=all]; u -> m; u -> j; v -> j }`)
+	offer(t, s, "m", "u.m", envelope{"e1"})
+	offer(t, s, "j", "u.j", envelope{"e2"})
+	snap := s.Snapshot()
+	require.Equal(t, map[string][]string{"m": {"e1"}}, snap.Held)
+	require.Equal(t, scheduler.Join{Edges: map[string]string{"u.j": "delivered", "v.j": "waiting"},
+		Queued: map[string][]string{"u.j": {"e2"}}}, snap.Joins["j"])
+}
