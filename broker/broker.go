@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -15,27 +15,58 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Broker is a connection to NATS, and the embedded server when there is one.
+// Reconnection of connections to an external server: forever, buffering
+// what is published while the server is away, so a restart is ridden through.
+const (
+	reconnectWait    = 250 * time.Millisecond
+	reconnectBufSize = 64 << 20
+	// drainWait bounds Close's wait for the drain of the connection.
+	drainWait = 10 * time.Second
+)
+
+// Broker is the runtime's NATS: a connection, its JetStream context, and
+// the embedded server when there is one. Its methods are safe for
+// concurrent use. Close releases everything.
 type Broker struct {
-	cfg  Config
-	srv  *server.Server // nil when external
-	nc   *nats.Conn
-	js   jetstream.JetStream
+	cfg    Config
+	srv    *server.Server // nil when external
+	secret string         // the runtime's password on a listening embedded server
+	tmpDir string         // the store of a Memory broker without DataDir, removed by Close
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	closed chan struct{} // closed when nc has closed (the end of Drain)
+
 	once sync.Once
 	err  error
-	// closed is closed when nc has finished closing (after Drain).
-	closed chan struct{}
 }
 
-// Start starts the embedded server (cfg.URL empty) or connects to cfg.URL.
+// Start starts the embedded server (cfg.URL empty) or connects to the
+// external one at cfg.URL, then opens the broker's connection. It waits for
+// the embedded server for as long as ctx allows (10s when ctx has no
+// deadline).
 func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	b := &Broker{cfg: cfg, closed: make(chan struct{})}
 	if cfg.URL == "" {
-		srv, err := startEmbedded(ctx, cfg)
+		storeDir := cfg.DataDir
+		if storeDir == "" { // Memory, checked by Validate
+			dir, err := os.MkdirTemp("", "switchyard-js-")
+			if err != nil {
+				return nil, fmt.Errorf("broker: store: %w", err)
+			}
+			b.tmpDir, storeDir = dir, dir
+		}
+		if cfg.Listen != "" {
+			b.secret = newSecret()
+		}
+		srv, err := startEmbedded(ctx, cfg, storeDir, b.secret)
 		if err != nil {
+			b.removeTmp()
 			return nil, err
 		}
 		b.srv = srv
@@ -56,21 +87,28 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
-// NewConn opens another connection: in-process to the embedded server
-// (always with every permission), or by URL to the external one with the
+// NewConn opens another connection: in-process to the embedded server, as
+// admin (every permission), or by URL to the external server with the
 // configured credentials, reconnecting forever and buffering publishes
-// while the server is away.
+// while the server is away. opts come last and so override these. The
+// caller closes the connection.
 func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 	if b.srv != nil {
-		all := append([]nats.Option{nats.InProcessServer(b.srv)}, b.adminAuth()...)
+		all := []nats.Option{nats.InProcessServer(b.srv)}
+		if b.secret != "" {
+			all = append(all, nats.UserInfo(adminUser, b.secret))
+		}
 		nc, err := nats.Connect("", append(all, opts...)...)
 		if err != nil {
 			return nil, fmt.Errorf("broker: connect in-process: %w", err)
 		}
 		return nc, nil
 	}
-	all := []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-		nats.ReconnectBufSize(64 << 20), nats.RetryOnFailedConnect(false)}
+	all := []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.ReconnectBufSize(reconnectBufSize),
+	}
 	switch {
 	case b.cfg.Token != "":
 		all = append(all, nats.Token(b.cfg.Token))
@@ -84,29 +122,31 @@ func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// adminAuth is the credential of the runtime's own connections to a
-// listening embedded server.
-func (b *Broker) adminAuth() []nats.Option {
-	if b.cfg.Listen == "" {
-		return nil
-	}
-	return []nats.Option{nats.UserInfo(adminUser, b.internalPassword())}
-}
-
-// Conn is the broker's connection.
+// Conn is the broker's connection (admin on an embedded server). Do not
+// close it; Close does.
 func (b *Broker) Conn() *nats.Conn { return b.nc }
 
 // JetStream is the JetStream context of the broker's connection.
 func (b *Broker) JetStream() jetstream.JetStream { return b.js }
 
-// Server is the embedded server, or nil.
+// Server is the embedded server, or nil when the broker is external.
 func (b *Broker) Server() *server.Server { return b.srv }
 
 // Embedded reports whether the broker runs its own server.
 func (b *Broker) Embedded() bool { return b.srv != nil }
 
-// ClientURL is the URL outside clients use: the listener of the embedded
-// server ("" when it has none), or the external URL.
+// Storage is where session resources belong on this broker: MemoryStorage
+// when Config.Memory is set, FileStorage otherwise.
+func (b *Broker) Storage() Storage {
+	if b.cfg.Memory {
+		return MemoryStorage
+	}
+	return FileStorage
+}
+
+// ClientURL is the URL outside clients connect to: the embedded server's
+// listener ("nats://host:port", "tls://…" with TLS), "" when the embedded
+// server does not listen, or the external server's URL.
 func (b *Broker) ClientURL() string {
 	if b.srv == nil {
 		return b.cfg.URL
@@ -114,11 +154,7 @@ func (b *Broker) ClientURL() string {
 	if b.cfg.Listen == "" {
 		return ""
 	}
-	addr := b.srv.Addr()
-	if addr == nil {
-		return ""
-	}
-	tcp, ok := addr.(*net.TCPAddr)
+	tcp, ok := b.srv.Addr().(*net.TCPAddr)
 	if !ok {
 		return ""
 	}
@@ -129,17 +165,26 @@ func (b *Broker) ClientURL() string {
 	return scheme + "://" + net.JoinHostPort(tcp.IP.String(), strconv.Itoa(tcp.Port))
 }
 
-// Close drains the connection and shuts the embedded server down, waiting
-// for it. It is idempotent and returns the first error.
+// Close drains the broker's connection (waiting up to 10s), then shuts the
+// embedded server down and waits for it. Connections opened with NewConn
+// are the caller's. Close is idempotent; every call returns the first
+// call's error.
 func (b *Broker) Close() error {
 	b.once.Do(func() {
 		if b.nc != nil {
-			if err := b.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-				b.err = err
-			}
-			select { // Drain is asynchronous
-			case <-b.closed:
-			case <-time.After(10 * time.Second):
+			err := b.nc.Drain()
+			switch {
+			case err == nil:
+				select { // Drain is asynchronous; the closed handler ends it
+				case <-b.closed:
+				case <-time.After(drainWait):
+					b.err = errors.New("broker: drain timed out")
+				}
+			case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting):
+				// Nothing to drain: closed already, or the server is away
+				// (Drain then closes the connection itself).
+			default:
+				b.err = fmt.Errorf("broker: drain: %w", err)
 			}
 			b.nc.Close()
 		}
@@ -148,19 +193,18 @@ func (b *Broker) Close() error {
 	return b.err
 }
 
+// shutdownServer stops the embedded server, waits for it, and removes a
+// temporary store.
 func (b *Broker) shutdownServer() {
 	if b.srv != nil {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 	}
+	b.removeTmp()
 }
 
-// logger adapts nats-server's logging onto slog.
-type logger struct{ l *slog.Logger }
-
-func (l logger) Noticef(format string, v ...any) { l.l.Info(fmt.Sprintf(format, v...)) }
-func (l logger) Warnf(format string, v ...any)   { l.l.Warn(fmt.Sprintf(format, v...)) }
-func (l logger) Fatalf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
-func (l logger) Errorf(format string, v ...any)  { l.l.Error(fmt.Sprintf(format, v...)) }
-func (l logger) Debugf(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
-func (l logger) Tracef(format string, v ...any)  { l.l.Debug(fmt.Sprintf(format, v...)) }
+func (b *Broker) removeTmp() {
+	if b.tmpDir != "" {
+		_ = os.RemoveAll(b.tmpDir)
+	}
+}

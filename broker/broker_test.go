@@ -1,12 +1,21 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -16,172 +25,273 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
-func TestEmbeddedHasNoListenerAndRunsJetStream(t *testing.T) {
+func TestEmbeddedDefaults(t *testing.T) {
 	b := brokertest.Start(t)
 	require.True(t, b.Embedded())
+	require.NotNil(t, b.Server())
 	require.Empty(t, b.ClientURL(), "no TCP listener unless asked")
+	require.Nil(t, b.Server().Addr(), "the server has no listener at all")
+	require.Equal(t, broker.FileStorage, b.Storage())
 
-	_, err := broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", broker.FileStorage)
-	require.NoError(t, err)
-	ack, err := b.JetStream().Publish(ctx(t), broker.Edge("s1", "a.b"), []byte("x"), jetstreamMsgID("id-1"))
-	require.NoError(t, err)
-	require.Equal(t, broker.StreamName("s1"), ack.Stream)
-	again, err := b.JetStream().Publish(ctx(t), broker.Edge("s1", "a.b"), []byte("x"), jetstreamMsgID("id-1"))
-	require.NoError(t, err)
-	require.True(t, again.Duplicate, "the same id is de-duplicated")
-
-	kv, err := broker.SessionKV(ctx(t), b.JetStream(), "s1", broker.FileStorage)
-	require.NoError(t, err)
-	_, err = kv.Put(ctx(t), "checkpoint", []byte("v1"))
-	require.NoError(t, err)
-	e, err := kv.Get(ctx(t), "checkpoint")
-	require.NoError(t, err)
-	require.Equal(t, "v1", string(e.Value()))
-
-	obj, err := broker.SessionObjects(ctx(t), b.JetStream(), "s1", broker.FileStorage)
-	require.NoError(t, err)
-	_, err = obj.PutBytes(ctx(t), "report.md", []byte("# report"))
-	require.NoError(t, err)
-
-	require.NoError(t, broker.DeleteSession(ctx(t), b.JetStream(), "s1"))
-	_, err = b.JetStream().Stream(ctx(t), broker.StreamName("s1"))
-	require.Error(t, err)
+	t.Run("core publish and subscribe", func(t *testing.T) {
+		other, err := b.NewConn()
+		require.NoError(t, err)
+		defer other.Close()
+		got := make(chan *nats.Msg, 1)
+		sub, err := other.ChanSubscribe(broker.NodeIn("s1", "a"), got)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, sub.Unsubscribe()) }()
+		require.NoError(t, other.Flush())
+		require.NoError(t, b.Conn().Publish(broker.NodeIn("s1", "a"), []byte("hi")))
+		require.Equal(t, "hi", string(recv(t, got, 10*time.Second, "message").Data))
+	})
+	t.Run("JetStream publish ack and KV", func(t *testing.T) {
+		_, err := broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", b.Storage())
+		require.NoError(t, err)
+		ack, err := b.JetStream().Publish(ctx(t), broker.Edge("s1", "a.b"), []byte("x"))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, ack.Sequence)
+		kv, err := broker.SessionKV(ctx(t), b.JetStream(), "s1", b.Storage())
+		require.NoError(t, err)
+		_, err = kv.Put(ctx(t), "k", []byte("v"))
+		require.NoError(t, err)
+		e, err := kv.Get(ctx(t), "k")
+		require.NoError(t, err)
+		require.Equal(t, "v", string(e.Value()))
+	})
 }
 
-func TestCloseIsIdempotent(t *testing.T) {
+func TestCloseIsIdempotentAndStopsTheServer(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	b, err := broker.Start(ctx(t), cfg)
 	require.NoError(t, err)
+	extra, err := b.NewConn()
+	require.NoError(t, err)
+	defer extra.Close()
 	require.NoError(t, b.Close())
 	require.NoError(t, b.Close())
 	require.True(t, b.Conn().IsClosed())
+	require.False(t, b.Server().Running())
+	_, err = os.Stat(filepath.Join(cfg.DataDir, "jetstream"))
+	require.NoError(t, err, "the store stays on disk")
+
+	// Concurrent closes are safe too.
+	b, err = broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { require.NoError(t, b.Close()) })
+	}
+	wg.Wait()
 }
 
-func TestListenerRequiresCredentials(t *testing.T) {
+func TestDataSurvivesARestart(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	_, err := broker.Start(ctx(t), cfg)
-	require.ErrorContains(t, err, "credentials")
+	b, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	kv, err := broker.SessionKV(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx(t), "checkpoint", []byte("c1"))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	b, err = broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	kv, err = broker.SessionKV(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	e, err := kv.Get(ctx(t), "checkpoint")
+	require.NoError(t, err)
+	require.Equal(t, "c1", string(e.Value()))
 }
 
-func TestOutsidePermissions(t *testing.T) {
-	b := brokertest.Start(t, brokertest.Listen("outside-secret", "admin-secret"))
-	url := b.ClientURL()
-	require.NotEmpty(t, url)
+func TestMemoryBrokerUsesATemporaryStore(t *testing.T) {
+	b, err := broker.Start(ctx(t), broker.Config{Memory: true})
+	require.NoError(t, err)
+	require.Equal(t, broker.MemoryStorage, b.Storage())
+	dir := b.Server().JetStreamConfig().StoreDir
+	require.NotEmpty(t, dir)
+	_, err = os.Stat(dir)
+	require.NoError(t, err)
+	st, err := broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", b.Storage())
+	require.NoError(t, err)
+	require.Equal(t, jetstream.MemoryStorage, st.CachedInfo().Config.Storage)
+	require.NoError(t, b.Close())
+	_, err = os.Stat(dir)
+	require.ErrorIs(t, err, os.ErrNotExist, "Close removes the temporary store")
+}
 
-	_, err := nats.Connect(url)
-	require.Error(t, err, "no credentials, no connection")
-	_, err = nats.Connect(url, nats.Token("wrong"))
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServerLogGoesToTheLogger(t *testing.T) {
+	var buf syncBuffer
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	b, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	out := buf.String()
+	require.Contains(t, out, "component=nats-server")
+	require.Contains(t, out, "level=INFO")
+	require.Contains(t, out, "Server is ready")
+	require.NotContains(t, out, "level=DEBUG", "debug and trace are off")
+}
+
+func TestBusyPortFailsAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = l.Addr().String()
+	cfg.Token = "tok"
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err = broker.Start(c, cfg)
+	require.ErrorContains(t, err, "listening")
+	require.Less(t, time.Since(start), 10*time.Second, "the server's fatal error ends the wait")
+}
+
+func TestStartHonoursContext(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := broker.Start(c, cfg)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// external starts a listening embedded server on dir (random port when
+// listen is 127.0.0.1:0) to play an external server.
+func external(t *testing.T, dir, listen string) *broker.Broker {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.Listen = listen
+	cfg.Token = "tok"
+	cfg.AdminToken = "admin-tok"
+	b, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	return b
+}
+
+func TestExternalServer(t *testing.T) {
+	srv := external(t, t.TempDir(), "127.0.0.1:0")
+	defer srv.Close()
+	url := srv.ClientURL()
+	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+
+	_, err := broker.Start(ctx(t), broker.Config{URL: url, Token: "wrong"})
 	require.Error(t, err)
 
-	denied := make(chan error, 4)
-	out, err := nats.Connect(url, nats.Token("outside-secret"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { denied <- err }))
-	require.NoError(t, err)
-	defer out.Close()
-
-	got := make(chan *nats.Msg, 4)
-	sub, err := b.Conn().ChanSubscribe("sy.s1.>", got)
-	require.NoError(t, err)
-	defer sub.Unsubscribe()
-	require.NoError(t, b.Conn().Flush())
-
-	require.NoError(t, out.Publish(broker.Control("s1", "trigger"), []byte("x")))
-	require.NoError(t, out.Publish(broker.NodeIn("s1", "a"), []byte("hello")))
-	require.NoError(t, out.Flush())
-
-	select {
-	case err := <-denied:
-		require.True(t, errors.Is(err, nats.ErrPermissionViolation), "got %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the control publish was not denied")
-	}
-	select {
-	case m := <-got:
-		require.Equal(t, broker.NodeIn("s1", "a"), m.Subject, "only the inbox publish arrives")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the inbox publish did not arrive")
-	}
-
-	admin, err := nats.Connect(url, nats.Token("admin-secret"))
-	require.NoError(t, err)
-	defer admin.Close()
-	require.NoError(t, admin.Publish(broker.Control("s1", "trigger"), []byte("y")))
-	select {
-	case m := <-got:
-		require.Equal(t, broker.Control("s1", "trigger"), m.Subject, "the admin may publish on control subjects")
-	case <-time.After(10 * time.Second):
-		t.Fatal("the admin publish did not arrive")
-	}
-}
-
-// TestExternalServerRestart connects to a server by URL, restarts that
-// server, and checks that what was published while it was down arrives.
-func TestExternalServerRestart(t *testing.T) {
-	dir := t.TempDir()
-	start := func(listen string) *broker.Broker {
-		cfg := broker.DefaultConfig()
-		cfg.DataDir = dir
-		cfg.Listen = listen
-		cfg.Token = "tok"
-		b, err := broker.Start(ctx(t), cfg)
-		require.NoError(t, err)
-		return b
-	}
-	srv := start("127.0.0.1:0")
-	url := srv.ClientURL()
-	_, err := broker.EnsureSessionStream(ctx(t), srv.JetStream(), "s1", broker.FileStorage)
-	require.NoError(t, err)
-	ext, err := broker.Start(ctx(t), broker.Config{URL: url, Token: "tok"})
+	ext, err := broker.Start(ctx(t), broker.Config{URL: url, Token: "admin-tok"})
 	require.NoError(t, err)
 	defer ext.Close()
 	require.False(t, ext.Embedded())
+	require.Nil(t, ext.Server())
+	require.Equal(t, url, ext.ClientURL())
+
+	_, err = broker.EnsureSessionStream(ctx(t), ext.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	ack, err := ext.JetStream().Publish(ctx(t), broker.Edge("s1", "a.b"), []byte("x"))
+	require.NoError(t, err)
+	require.Equal(t, "SY_s1", ack.Stream)
+
+	nc, err := ext.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	require.Equal(t, url, nc.ConnectedUrl())
+	require.NoError(t, ext.Close())
+	require.NoError(t, ext.Close())
+}
+
+// TestExternalServerRestart connects to a server by URL, restarts that
+// server on the same port and store, and checks that what was published
+// while it was down arrives.
+func TestExternalServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	srv := external(t, dir, "127.0.0.1:0")
+	url := srv.ClientURL()
+	_, err := broker.EnsureSessionStream(ctx(t), srv.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
 
 	disconnected := make(chan struct{}, 1)
 	reconnected := make(chan struct{}, 1)
-	ext.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) { disconnected <- struct{}{} })
+	ext, err := broker.Start(ctx(t), broker.Config{URL: url, Token: "tok"})
+	require.NoError(t, err)
+	defer ext.Close()
+	ext.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) {
+		select {
+		case disconnected <- struct{}{}:
+		default:
+		}
+	})
 	ext.Conn().SetReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} })
 
 	require.NoError(t, srv.Close())
-	select {
-	case <-disconnected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no disconnect")
-	}
-	for i := 0; i < 3; i++ {
+	recv(t, disconnected, 10*time.Second, "disconnect")
+	for i := range 3 {
 		require.NoError(t, ext.Conn().Publish(broker.NodeIn("s1", "a"), []byte{byte('0' + i)}), "buffered while down")
 	}
-	srv = start(url[len("nats://"):])
+	buffered, err := ext.Conn().Buffered()
+	require.NoError(t, err)
+	require.Positive(t, buffered)
+
+	srv = external(t, dir, strings.TrimPrefix(url, "nats://"))
 	defer srv.Close()
-	select {
-	case <-reconnected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no reconnect")
-	}
+	recv(t, reconnected, 20*time.Second, "reconnect")
 	require.NoError(t, ext.Conn().Flush())
-	// The buffered publishes went out on reconnect and the stream, which
-	// survived the restart on disk, holds all three.
+	// The buffered publishes went out on reconnect, and the stream, which
+	// survived the restart on disk, holds all three in order.
 	st, err := srv.JetStream().Stream(ctx(t), broker.StreamName("s1"))
 	require.NoError(t, err)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, 10*time.Millisecond, func() (bool, string) {
 		info, err := st.Info(ctx(t))
 		require.NoError(t, err)
-		if info.State.Msgs == 3 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "stream holds %d of 3 messages", info.State.Msgs)
-		select {
-		case <-time.After(20 * time.Millisecond): // poll interval of a deadline-bounded wait
-		case <-ctx(t).Done():
-		}
+		return info.State.Msgs == 3, fmt.Sprintf("the stream holds %d of 3", info.State.Msgs)
+	})
+	for seq := uint64(1); seq <= 3; seq++ {
+		m, err := st.GetMsg(ctx(t), seq)
+		require.NoError(t, err)
+		require.Equal(t, []byte{byte('0' + seq - 1)}, m.Data)
 	}
+}
+
+func TestCloseWhileTheExternalServerIsDown(t *testing.T) {
+	srv := external(t, t.TempDir(), "127.0.0.1:0")
+	ext, err := broker.Start(ctx(t), broker.Config{URL: srv.ClientURL(), Token: "tok"})
+	require.NoError(t, err)
+	down := make(chan struct{}, 1)
+	ext.Conn().SetDisconnectErrHandler(func(*nats.Conn, error) {
+		select {
+		case down <- struct{}{}:
+		default:
+		}
+	})
+	require.NoError(t, srv.Close())
+	recv(t, down, 10*time.Second, "disconnect")
+	err = ext.Close()
+	require.False(t, errors.Is(err, nats.ErrConnectionReconnecting), "nothing to drain is not an error: %v", err)
+	require.NoError(t, err)
+	require.True(t, ext.Conn().IsClosed())
 }

@@ -15,13 +15,16 @@ type Config struct {
 	// URL of an external server or cluster (comma-separated URLs); empty
 	// starts the embedded server.
 	URL string
-	// DataDir is the embedded server's JetStream store.
+	// DataDir is the embedded server's JetStream store (DefaultDataDir by
+	// default). It may be empty only with Memory, and then a temporary
+	// directory is used and removed by Close.
 	DataDir string
 	// Listen, when set ("127.0.0.1:4222", "127.0.0.1:0" for a random port),
 	// opens a TCP listener on the embedded server. Credentials are then
 	// required: Token, or User and Password.
 	Listen string
-	// Memory keeps JetStream in memory (tests).
+	// Memory asks for JetStream memory storage: Broker.Storage reports
+	// MemoryStorage, for the session resources of tests that want no disk.
 	Memory bool
 	// Token, User and Password are the credentials outside clients use when
 	// Listen is set, and the credentials sent to an external server.
@@ -29,7 +32,8 @@ type Config struct {
 	User     string
 	Password string
 	// AdminToken, when set with Listen, is a credential with every
-	// permission, for operators (switchyard stop, trigger, answer).
+	// permission, for operators (switchyard stop, trigger, answer). It must
+	// differ from Token.
 	AdminToken string
 	// TLSCert and TLSKey enable TLS on the listener.
 	TLSCert string
@@ -74,6 +78,9 @@ func (c Config) Validate() error {
 		}
 		if c.Token == "" && (c.User == "" || c.Password == "") {
 			return errors.New("broker: a listening server requires credentials: a token, or a user and password")
+		}
+		if c.AdminToken != "" && c.AdminToken == c.Token {
+			return errors.New("broker: the admin token must differ from the outside token")
 		}
 		if (c.TLSCert == "") != (c.TLSKey == "") {
 			return errors.New("broker: TLS needs both a certificate and a key")

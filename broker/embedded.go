@@ -2,10 +2,7 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,110 +13,104 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// adminUser is the runtime's own user on a listening embedded server.
-const adminUser = "switchyard-runtime"
+// defaultReadyWait bounds the wait for the embedded server when ctx has no
+// deadline.
+const defaultReadyWait = 10 * time.Second
 
-// Permissions of outside users: publish on inboxes and edges, read events.
-var (
-	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>"}
-	outsideSubscribe = []string{"sy.*.evt.>", "_INBOX.>"}
-)
+// maxPayload is the embedded server's largest message: envelopes stay far
+// below it; artifacts go to the object store, which chunks them.
+const maxPayload = 8 << 20
 
-func startEmbedded(ctx context.Context, cfg Config) (*server.Server, error) {
+// serverOptions builds the embedded server's options: JetStream on storeDir,
+// no signal handling (the CLI owns signals), and no TCP listener unless
+// cfg.Listen asks for one, in which case every client authenticates.
+func serverOptions(cfg Config, storeDir, secret string) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName: cfg.ServerName,
 		JetStream:  true,
-		StoreDir:   cfg.DataDir,
+		StoreDir:   storeDir,
 		NoSigs:     true,
 		NoLog:      cfg.Logger == nil,
-		MaxPayload: 8 << 20,
-	}
-	if cfg.Memory {
-		opts.JetStreamMaxStore = 0
+		MaxPayload: maxPayload,
 	}
 	if cfg.Listen == "" {
 		opts.DontListen = true
-	} else {
-		host, port, err := net.SplitHostPort(cfg.Listen)
+		return opts, nil
+	}
+	host, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("broker: Listen %q: %w", cfg.Listen, err)
+	}
+	opts.Host = host
+	if opts.Port, err = strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("broker: Listen port %q: %w", port, err)
+	}
+	if opts.Port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	opts.CustomClientAuthentication = &auth{cfg: cfg, secret: secret}
+	if cfg.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
 		if err != nil {
-			return nil, fmt.Errorf("broker: Listen: %w", err)
+			return nil, fmt.Errorf("broker: TLS: %w", err)
 		}
-		opts.Host = host
-		if opts.Port, err = strconv.Atoi(port); err != nil {
-			return nil, fmt.Errorf("broker: Listen port: %w", err)
-		}
-		if opts.Port == 0 {
-			opts.Port = server.RANDOM_PORT
-		}
-		opts.CustomClientAuthentication = &auth{cfg: cfg}
-		if cfg.TLSCert != "" {
-			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey})
-			if err != nil {
-				return nil, fmt.Errorf("broker: TLS: %w", err)
-			}
-			tc.MinVersion = tls.VersionTLS12
-			opts.TLSConfig = tc
-			opts.TLS = true
-		}
+		tc.MinVersion = tls.VersionTLS12
+		opts.TLSConfig = tc
+		opts.TLS = true
+	}
+	return opts, nil
+}
+
+// startEmbedded starts the server and waits until it accepts connections
+// (JetStream included), for as long as ctx allows.
+func startEmbedded(ctx context.Context, cfg Config, storeDir, secret string) (*server.Server, error) {
+	opts, err := serverOptions(cfg, storeDir, secret)
+	if err != nil {
+		return nil, err
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("broker: embedded server: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLoggerV2(logger{cfg.Logger.With("component", "nats-server")}, false, false, false)
-	} else {
-		srv.SetLoggerV2(logger{slog.New(slog.DiscardHandler)}, false, false, false)
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
 	}
+	log := serverLog{l: l.With("component", "nats-server"), fatal: make(chan string, 1)}
+	srv.SetLoggerV2(log, false, false, false)
 	srv.Start()
-	wait := 10 * time.Second
+	deadline := time.Now().Add(defaultReadyWait)
 	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
+		deadline = dl
 	}
-	if !srv.ReadyForConnections(wait) {
+	if err := waitReady(ctx, srv, log.fatal, deadline); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, errors.New("broker: embedded server not ready for connections")
+		return nil, err
 	}
 	return srv, nil
 }
 
-// internalPassword is the runtime's own password, random per process.
-func (b *Broker) internalPassword() string {
-	if b.cfg.ServerName == "" {
-		b.cfg.ServerName = "switchyard"
+// readyPoll is how long one ReadyForConnections call waits before the
+// server's fatal messages and ctx are looked at again.
+const readyPoll = 25 * time.Millisecond
+
+// waitReady waits until srv accepts connections, the server reports a fatal
+// error (a listener it cannot open), ctx ends or the deadline passes.
+func waitReady(ctx context.Context, srv *server.Server, fatal <-chan string, deadline time.Time) error {
+	for {
+		if srv.ReadyForConnections(readyPoll) {
+			return nil
+		}
+		select {
+		case msg := <-fatal:
+			return fmt.Errorf("broker: embedded server: %s", msg)
+		case <-ctx.Done():
+			return fmt.Errorf("broker: embedded server not ready: %w", ctx.Err())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return errors.New("broker: embedded server not ready for connections")
+		}
 	}
-	return runtimeSecret
-}
-
-var runtimeSecret = func() string {
-	var k [16]byte
-	_, _ = rand.Read(k[:])
-	return hex.EncodeToString(k[:])
-}()
-
-// auth authenticates clients of a listening embedded server: the runtime
-// itself and admin-token holders get every permission; outside users (the
-// token or user/password of Config) may publish on inboxes and edges and
-// read events only.
-type auth struct{ cfg Config }
-
-func eq(a, b string) bool { return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
-
-func (a *auth) Check(c server.ClientAuthentication) bool {
-	o := c.GetOpts()
-	switch {
-	case o.Username == adminUser && eq(o.Password, runtimeSecret):
-		c.RegisterUser(&server.User{Username: adminUser})
-	case eq(o.Token, a.cfg.AdminToken):
-		c.RegisterUser(&server.User{Username: "admin"})
-	case eq(o.Token, a.cfg.Token) || (a.cfg.User != "" && o.Username == a.cfg.User && eq(o.Password, a.cfg.Password)):
-		c.RegisterUser(&server.User{Username: "outside", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: outsidePublish},
-			Subscribe: &server.SubjectPermission{Allow: outsideSubscribe},
-		}})
-	default:
-		return false
-	}
-	return true
 }

@@ -4,18 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Storage chooses where JetStream keeps a session.
+// Storage chooses where JetStream keeps a session's resources.
 type Storage int
 
 // Storage kinds.
 const (
+	// FileStorage keeps resources on disk: they survive a restart.
 	FileStorage Storage = iota
+	// MemoryStorage keeps resources in memory (tests).
 	MemoryStorage
 )
 
@@ -26,57 +27,170 @@ func (s Storage) js() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
-// resourceName turns a session id into a JetStream name ('-' is kept; ids
-// are ValidTokens so nothing else needs escaping).
-func resourceName(prefix, session string) string {
-	return prefix + strings.ReplaceAll(session, ".", "_")
+// DuplicateWindow is how long the work stream remembers a Nats-Msg-Id
+// (the envelope id) to drop a second publication of it.
+const DuplicateWindow = 2 * time.Minute
+
+// Default retention of the event stream.
+const (
+	DefaultEventMaxMsgs = 100_000
+	DefaultEventMaxAge  = 24 * time.Hour
+)
+
+// StreamName is the name of a session's work stream: SY_<session>.
+func StreamName(session string) string { return "SY_" + session }
+
+// EventStreamName is the name of a session's event stream: SY_<session>_EVT.
+func EventStreamName(session string) string { return "SY_" + session + "_EVT" }
+
+// KVName is the name of a session's key-value bucket: sy_kv_<session>.
+func KVName(session string) string { return "sy_kv_" + session }
+
+// ObjectsName is the name of a session's object store: sy_obj_<session>.
+func ObjectsName(session string) string { return "sy_obj_" + session }
+
+// checkSession rejects session ids that would make invalid subjects or
+// resource names. ValidToken ids contain only letters, digits, '_' and '-',
+// all valid in stream and bucket names.
+func checkSession(session string) error {
+	if !ValidToken(session) {
+		return fmt.Errorf("broker: invalid session id %q", session)
+	}
+	return nil
 }
 
-// StreamName is the name of a session's envelope stream.
-func StreamName(session string) string { return resourceName("SY_", session) }
-
-// EnsureSessionStream creates (or updates) the session's work stream: edges,
-// inboxes and control subjects, with a two-minute de-duplication window for
-// Nats-Msg-Id. Events are not in it: they are a live feed, and a session that
-// runs for days must not keep every event of its life in its work stream.
+// EnsureSessionStream creates, or updates to this configuration, the
+// session's work stream SY_<session>: its edges, node inboxes and dead
+// letters, with a DuplicateWindow for Nats-Msg-Id de-duplication.
+//
+// Control subjects (sy.<session>.ctl.>) are not in it: trigger and explain
+// are requests answered by the running session, and a stream capturing
+// them would answer first, with its publish acknowledgement.
+//
+// Events (sy.<session>.evt.>) are deliberately not in it. The work stream
+// holds what the session must not lose and replays on resume; events are a
+// high-volume live feed that nothing replays to recover. Storing them there
+// would put a disk write on every step of the hot path and let a session
+// that runs for days grow its work stream without bound. A front end that
+// wants recent history asks for the separate, bounded EnsureEventStream.
 func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.Stream, error) {
-	if !ValidToken(session) {
-		return nil, fmt.Errorf("broker: invalid session id %q", session)
+	if err := checkSession(session); err != nil {
+		return nil, err
 	}
-	return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: StreamName(session),
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName(session),
+		Description: "switchyard session " + session + ": edges, inboxes, dead letters",
 		Subjects: []string{
-			"sy." + session + ".edge.>",
-			"sy." + session + ".node.*.in",
-			"sy." + session + ".ctl.>",
+			root + "." + session + ".edge.>",
+			root + "." + session + ".node.*.in",
+			DeadLetter(session),
 		},
 		Storage:    st.js(),
-		Duplicates: 2 * time.Minute,
+		Duplicates: DuplicateWindow,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(session), err)
+	}
+	return s, nil
 }
 
-// SessionKV is the session's key-value bucket for checkpoints and node state.
+// EventRetention bounds a session's event stream; zero fields take the
+// defaults (DefaultEventMaxMsgs, DefaultEventMaxAge). The oldest events are
+// discarded first.
+type EventRetention struct {
+	MaxMsgs int64
+	MaxAge  time.Duration
+}
+
+// EnsureEventStream creates, or updates, the session's bounded event
+// stream SY_<session>_EVT over sy.<session>.evt.>, for front ends that
+// replay recent events (a watch started late). It is optional: events are
+// published and read on core NATS whether or not it exists.
+func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session string, st Storage, r EventRetention) (jetstream.Stream, error) {
+	if err := checkSession(session); err != nil {
+		return nil, err
+	}
+	if r.MaxMsgs <= 0 {
+		r.MaxMsgs = DefaultEventMaxMsgs
+	}
+	if r.MaxAge <= 0 {
+		r.MaxAge = DefaultEventMaxAge
+	}
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        EventStreamName(session),
+		Description: "switchyard session " + session + ": recent events",
+		Subjects:    []string{AllEvents(session)},
+		Storage:     st.js(),
+		MaxMsgs:     r.MaxMsgs,
+		MaxAge:      r.MaxAge,
+		Discard:     jetstream.DiscardOld,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream %s: %w", EventStreamName(session), err)
+	}
+	return s, nil
+}
+
+// SessionKV creates or opens the session's key-value bucket for
+// checkpoints and node state (16 revisions kept per key).
 func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.KeyValue, error) {
-	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: resourceName("sy_kv_", session), Storage: st.js(), History: 16})
+	if err := checkSession(session); err != nil {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: KVName(session), Description: "switchyard session " + session + ": checkpoints and node state",
+		Storage: st.js(), History: 16,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
+	}
+	return kv, nil
 }
 
-// SessionObjects is the session's object store for artifacts.
+// SessionObjects creates or opens the session's object store for artifacts.
 func SessionObjects(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.ObjectStore, error) {
-	return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: resourceName("sy_obj_", session), Storage: st.js()})
+	if err := checkSession(session); err != nil {
+		return nil, err
+	}
+	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: ObjectsName(session), Description: "switchyard session " + session + ": artifacts",
+		Storage: st.js(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: object store %s: %w", ObjectsName(session), err)
+	}
+	return obj, nil
 }
 
-// DeleteSession removes the session's stream, KV bucket and object store;
-// resources that do not exist are not an error.
+// DeleteSession removes the session's work stream, event stream, KV bucket
+// and object store. Resources that do not exist are not an error.
 func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) error {
+	if err := checkSession(session); err != nil {
+		return err
+	}
 	var errs []error
-	if err := js.DeleteStream(ctx, StreamName(session)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		errs = append(errs, err)
+	for _, name := range []string{StreamName(session), EventStreamName(session)} {
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			errs = append(errs, fmt.Errorf("broker: delete stream %s: %w", name, err))
+		}
 	}
-	if err := js.DeleteKeyValue(ctx, resourceName("sy_kv_", session)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
-		errs = append(errs, err)
+	if err := js.DeleteKeyValue(ctx, KVName(session)); err != nil && !notFound(err) {
+		errs = append(errs, fmt.Errorf("broker: delete bucket %s: %w", KVName(session), err))
 	}
-	if err := js.DeleteObjectStore(ctx, resourceName("sy_obj_", session)); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		errs = append(errs, err)
+	if err := js.DeleteObjectStore(ctx, ObjectsName(session)); err != nil && !notFound(err) {
+		errs = append(errs, fmt.Errorf("broker: delete object store %s: %w", ObjectsName(session), err))
 	}
 	return errors.Join(errs...)
+}
+
+func notFound(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// String is "file" or "memory".
+func (s Storage) String() string {
+	if s == MemoryStorage {
+		return "memory"
+	}
+	return "file"
 }

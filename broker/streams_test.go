@@ -1,0 +1,210 @@
+package broker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+)
+
+func TestSessionStream(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	st, err := broker.EnsureSessionStream(ctx(t), js, "s-1", broker.FileStorage)
+	require.NoError(t, err)
+	info, err := st.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, "SY_s-1", info.Config.Name)
+	require.Equal(t, jetstream.FileStorage, info.Config.Storage)
+	require.Equal(t, broker.DuplicateWindow, info.Config.Duplicates)
+
+	t.Run("publish is acknowledged and de-duplicated by id", func(t *testing.T) {
+		ack, err := js.Publish(ctx(t), broker.Edge("s-1", "a.b"), []byte("x"), jetstream.WithMsgID("id-1"))
+		require.NoError(t, err)
+		require.Equal(t, "SY_s-1", ack.Stream)
+		require.False(t, ack.Duplicate)
+		again, err := js.Publish(ctx(t), broker.Edge("s-1", "a.b"), []byte("x"), jetstream.WithMsgID("id-1"))
+		require.NoError(t, err)
+		require.True(t, again.Duplicate)
+		require.Equal(t, ack.Sequence, again.Sequence)
+	})
+
+	for _, tc := range []struct {
+		subj     string
+		captured bool
+	}{
+		{broker.Edge("s-1", "a.b.2"), true},
+		{broker.NodeIn("s-1", "review"), true},
+		{broker.DeadLetter("s-1"), true},
+		{broker.Control("s-1", "trigger"), false},
+		{broker.Event("s-1", "node.completed"), false},
+		{broker.Edge("s-2", "a.b"), false},
+	} {
+		t.Run(tc.subj, func(t *testing.T) {
+			_, err := js.Publish(ctx(t), tc.subj, []byte("x"))
+			if tc.captured {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, "no stream answers for %s", tc.subj)
+			}
+		})
+	}
+
+	t.Run("update is idempotent", func(t *testing.T) {
+		_, err := broker.EnsureSessionStream(ctx(t), js, "s-1", broker.FileStorage)
+		require.NoError(t, err)
+	})
+	t.Run("invalid session ids are refused", func(t *testing.T) {
+		for _, bad := range []string{"", "a.b", "a*", "a>", "1a", "a b"} {
+			_, err := broker.EnsureSessionStream(ctx(t), js, bad, broker.FileStorage)
+			require.Error(t, err, bad)
+			_, err = broker.SessionKV(ctx(t), js, bad, broker.FileStorage)
+			require.Error(t, err, bad)
+			_, err = broker.SessionObjects(ctx(t), js, bad, broker.FileStorage)
+			require.Error(t, err, bad)
+			_, err = broker.EnsureEventStream(ctx(t), js, bad, broker.FileStorage, broker.EventRetention{})
+			require.Error(t, err, bad)
+			require.Error(t, broker.DeleteSession(ctx(t), js, bad), bad)
+		}
+	})
+}
+
+// TestControlRequestsAreAnsweredByTheSession checks that the work stream
+// does not capture control subjects: if it did, JetStream would answer a
+// control request with a publish acknowledgement, racing the session.
+func TestControlRequestsAreAnsweredByTheSession(t *testing.T) {
+	b := brokertest.Start(t)
+	_, err := broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	sub, err := b.Conn().Subscribe(broker.Control("s1", "explain"), func(m *nats.Msg) { _ = m.Respond([]byte("from the session")) })
+	require.NoError(t, err)
+	defer func() { require.NoError(t, sub.Unsubscribe()) }()
+
+	client, err := b.NewConn()
+	require.NoError(t, err)
+	defer client.Close()
+	inbox := nats.NewInbox()
+	replies := make(chan *nats.Msg, 4)
+	rs, err := client.ChanSubscribe(inbox, replies)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, rs.Unsubscribe()) }()
+	require.NoError(t, client.PublishRequest(broker.Control("s1", "explain"), inbox, []byte("{}")))
+	require.NoError(t, client.Flush())
+	m := recv(t, replies, 10*time.Second, "reply")
+	require.Equal(t, "from the session", string(m.Data))
+	// A second reply (a JetStream ack) would have been sent before the
+	// session's if the stream captured the request; a round trip on the
+	// same connection orders after it.
+	require.NoError(t, client.Flush())
+	require.NoError(t, b.Conn().Flush())
+	select {
+	case extra := <-replies:
+		t.Fatalf("a second reply: %q", extra.Data)
+	default:
+	}
+}
+
+func TestSessionKVAndObjects(t *testing.T) {
+	for _, st := range []broker.Storage{broker.FileStorage, broker.MemoryStorage} {
+		t.Run(fmt.Sprint(st), func(t *testing.T) {
+			b := brokertest.Start(t)
+			js := b.JetStream()
+			kv, err := broker.SessionKV(ctx(t), js, "s1", st)
+			require.NoError(t, err)
+			_, err = kv.Put(ctx(t), "checkpoint", []byte("v1"))
+			require.NoError(t, err)
+			_, err = kv.Put(ctx(t), "checkpoint", []byte("v2"))
+			require.NoError(t, err)
+			e, err := kv.Get(ctx(t), "checkpoint")
+			require.NoError(t, err)
+			require.Equal(t, "v2", string(e.Value()))
+			require.EqualValues(t, 2, e.Revision())
+			status, err := kv.Status(ctx(t))
+			require.NoError(t, err)
+			require.Equal(t, "sy_kv_s1", status.Bucket())
+
+			obj, err := broker.SessionObjects(ctx(t), js, "s1", st)
+			require.NoError(t, err)
+			big := make([]byte, 300<<10) // several chunks
+			for i := range big {
+				big[i] = byte(i)
+			}
+			_, err = obj.PutBytes(ctx(t), "report.bin", big)
+			require.NoError(t, err)
+			got, err := obj.GetBytes(ctx(t), "report.bin")
+			require.NoError(t, err)
+			require.Equal(t, big, got)
+
+			// A second open finds the same data.
+			kv2, err := broker.SessionKV(ctx(t), js, "s1", st)
+			require.NoError(t, err)
+			e, err = kv2.Get(ctx(t), "checkpoint")
+			require.NoError(t, err)
+			require.Equal(t, "v2", string(e.Value()))
+		})
+	}
+}
+
+func TestEventStream(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	st, err := broker.EnsureEventStream(ctx(t), js, "s1", broker.MemoryStorage, broker.EventRetention{MaxMsgs: 3})
+	require.NoError(t, err)
+	info, err := st.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, broker.DefaultEventMaxAge, info.Config.MaxAge)
+	require.Equal(t, jetstream.MemoryStorage, info.Config.Storage)
+
+	// Events are published on core NATS, as the runtime does; the stream
+	// keeps the last three.
+	for i := range 5 {
+		require.NoError(t, b.Conn().Publish(broker.Event("s1", "node.completed"), []byte{byte('0' + i)}))
+	}
+	require.NoError(t, b.Conn().Flush())
+	eventually(t, 10*time.Second, 10*time.Millisecond, func() (bool, string) {
+		info, err := st.Info(ctx(t))
+		require.NoError(t, err)
+		return info.State.LastSeq == 5, fmt.Sprintf("last sequence %d of 5", info.State.LastSeq)
+	})
+	info, err = st.Info(ctx(t))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, info.State.Msgs)
+	m, err := st.GetMsg(ctx(t), info.State.FirstSeq)
+	require.NoError(t, err)
+	require.Equal(t, "2", string(m.Data), "the oldest events are discarded")
+}
+
+func TestDeleteSession(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	require.NoError(t, broker.DeleteSession(ctx(t), js, "s1"), "nothing to delete is not an error")
+
+	_, err := broker.EnsureSessionStream(ctx(t), js, "s1", broker.FileStorage)
+	require.NoError(t, err)
+	_, err = broker.EnsureEventStream(ctx(t), js, "s1", broker.FileStorage, broker.EventRetention{})
+	require.NoError(t, err)
+	_, err = broker.SessionKV(ctx(t), js, "s1", broker.FileStorage)
+	require.NoError(t, err)
+	_, err = broker.SessionObjects(ctx(t), js, "s1", broker.FileStorage)
+	require.NoError(t, err)
+	_, err = broker.EnsureSessionStream(ctx(t), js, "s2", broker.FileStorage)
+	require.NoError(t, err)
+
+	require.NoError(t, broker.DeleteSession(ctx(t), js, "s1"))
+	_, err = js.Stream(ctx(t), broker.StreamName("s1"))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	_, err = js.Stream(ctx(t), broker.EventStreamName("s1"))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	_, err = js.KeyValue(ctx(t), broker.KVName("s1"))
+	require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
+	_, err = js.ObjectStore(ctx(t), broker.ObjectsName("s1"))
+	require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
+	_, err = js.Stream(ctx(t), broker.StreamName("s2"))
+	require.NoError(t, err, "other sessions are left alone")
+}
