@@ -4,7 +4,9 @@
 // question with a plain value. The node actors call it on every arriving
 // envelope (Offer), on explicit triggers (Trigger), on unselected branches
 // (Skip), before a handler runs (Admit), during and after it (Charge,
-// Release), and when one of its timers asks them to (a Notice).
+// Release), and when one of its timers asks them to (a Notice). A live
+// edit of the graph is applied with Reconfigure; Snapshot and Restore carry
+// its state across a resume.
 //
 // # Attributes
 //
