@@ -1,0 +1,135 @@
+package broker_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+)
+
+// client connects to url with opts, sending asynchronous errors (the
+// permission violations) to the returned channel.
+func client(t *testing.T, url string, opts ...nats.Option) (*nats.Conn, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 16)
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	}))
+	nc, err := nats.Connect(url, opts...)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// watchAll subscribes the runtime's admin connection to everything.
+func watchAll(t *testing.T, b *broker.Broker) <-chan *nats.Msg {
+	t.Helper()
+	got := make(chan *nats.Msg, 16)
+	sub, err := b.Conn().ChanSubscribe("sy.>", got)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	require.NoError(t, b.Conn().Flush())
+	return got
+}
+
+func TestListeningRequiresCredentials(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside-secret", "admin-secret"))
+	url := b.ClientURL()
+	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+	for name, opts := range map[string][]nats.Option{
+		"none":                nil,
+		"wrong token":         {nats.Token("wrong")},
+		"runtime user":        {nats.UserInfo("switchyard-runtime", "")},
+		"runtime user, token": {nats.UserInfo("switchyard-runtime", "outside-secret")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := nats.Connect(url, opts...)
+			require.ErrorIs(t, err, nats.ErrAuthorization)
+		})
+	}
+}
+
+// TestOutsidePermissions: an outside user may publish on node inboxes and
+// edges and read events; a publish on a control subject is denied, and the
+// denial arrives on the asynchronous error handler.
+func TestOutsidePermissions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options []brokertest.Option
+		creds   nats.Option
+	}{
+		{"token", []brokertest.Option{brokertest.Listen("outside-secret", "admin-secret")}, nats.Token("outside-secret")},
+		{"user and password", []brokertest.Option{brokertest.Configure(func(c *broker.Config) {
+			c.Listen, c.User, c.Password = "127.0.0.1:0", "alice", "pw"
+		})}, nats.UserInfo("alice", "pw")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := brokertest.Start(t, tc.options...)
+			got := watchAll(t, b)
+			out, denied := client(t, b.ClientURL(), tc.creds)
+
+			require.NoError(t, out.Publish(broker.Control("s1", "trigger"), []byte("x")))
+			require.NoError(t, out.Publish(broker.NodeIn("s1", "a"), []byte("inbox")))
+			require.NoError(t, out.Publish(broker.Edge("s1", "a.b"), []byte("edge")))
+			require.NoError(t, out.Flush())
+
+			err := recv(t, denied, 10*time.Second, "permission violation")
+			require.True(t, errors.Is(err, nats.ErrPermissionViolation), "got %v", err)
+			require.Contains(t, err.Error(), broker.Control("s1", "trigger"))
+			require.Equal(t, broker.NodeIn("s1", "a"), recv(t, got, 10*time.Second, "inbox publish").Subject)
+			require.Equal(t, broker.Edge("s1", "a.b"), recv(t, got, 10*time.Second, "edge publish").Subject)
+
+			// Events can be read; control subjects and the JetStream API cannot.
+			evts := make(chan *nats.Msg, 1)
+			_, err = out.ChanSubscribe(broker.AllEvents("s1"), evts)
+			require.NoError(t, err)
+			_, err = out.SubscribeSync(broker.Control("s1", "trigger"))
+			require.NoError(t, err) // the denial is asynchronous
+			require.NoError(t, out.Flush())
+			err = recv(t, denied, 10*time.Second, "subscription denial")
+			require.True(t, errors.Is(err, nats.ErrPermissionViolation), "got %v", err)
+			require.Contains(t, err.Error(), "Subscription")
+			require.NoError(t, b.Conn().Publish(broker.Event("s1", "node.completed"), []byte("e")))
+			require.Equal(t, "e", string(recv(t, evts, 10*time.Second, "event").Data))
+
+			require.NoError(t, out.Publish("$JS.API.STREAM.LIST", nil))
+			require.NoError(t, out.Flush())
+			err = recv(t, denied, 10*time.Second, "JetStream API denial")
+			require.Contains(t, err.Error(), "$JS.API.STREAM.LIST")
+		})
+	}
+}
+
+func TestAdminsHaveEveryPermission(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside-secret", "admin-secret"))
+	got := watchAll(t, b)
+
+	admin, errs := client(t, b.ClientURL(), nats.Token("admin-secret"))
+	require.NoError(t, admin.Publish(broker.Control("s1", "trigger"), []byte("y")))
+	require.Equal(t, broker.Control("s1", "trigger"), recv(t, got, 10*time.Second, "admin publish").Subject)
+
+	// The runtime's in-process connections are admins too.
+	rt, err := b.NewConn()
+	require.NoError(t, err)
+	defer rt.Close()
+	require.NoError(t, rt.Publish(broker.Control("s1", "pause"), []byte("z")))
+	require.Equal(t, broker.Control("s1", "pause"), recv(t, got, 10*time.Second, "runtime publish").Subject)
+	_, err = broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+
+	require.NoError(t, admin.Flush())
+	select {
+	case err := <-errs:
+		t.Fatalf("an admin was denied: %v", err)
+	default:
+	}
+}
