@@ -12,6 +12,10 @@ import (
 //	sy.<session>.ctl.<verb>              trigger, answer, pause, resume, cancel, edit
 //	sy.<session>.evt.<kind>              the event stream (kinds are dotted)
 //	sy.<session>.dlq                     rejected envelopes
+//
+// The builders do not check their arguments (they are on the hot path):
+// session and node ids must be ValidTokens, event kinds dot-separated
+// ValidTokens, and what they build then parses back with ParseSubject.
 const root = "sy"
 
 // ValidToken reports whether s may be used as a session or node id inside a
@@ -61,21 +65,38 @@ const (
 	KindDLQ     = "dlq"
 )
 
-// Subject is a parsed Switchyard subject.
+// Subject is a parsed Switchyard subject. Which fields are set depends on
+// Kind: edge sets From, To and Index ("" without the .<n> suffix); node sets
+// Node; ctl sets Verb; evt sets Event (dotted, "node.completed"); dlq sets
+// none.
 type Subject struct {
 	Session string
-	Kind    string // edge, node, ctl, evt, dlq
-	// Edge: From, To and Index (0 when absent). Node: Node. Ctl: Verb. Evt: Verb holds the kind.
-	From, To string
-	Index    string
-	Node     string
-	Verb     string
+	Kind    string // KindEdge, KindNode, KindControl, KindEvent or KindDLQ
+	From    string
+	To      string
+	Index   string
+	Node    string
+	Verb    string
+	Event   string
+}
+
+// EdgeID is the edge id of an edge subject: "from.to" or "from.to.n".
+func (s Subject) EdgeID() string {
+	if s.Kind != KindEdge {
+		return ""
+	}
+	if s.Index != "" {
+		return s.From + "." + s.To + "." + s.Index
+	}
+	return s.From + "." + s.To
 }
 
 // ErrNotSwitchyard is returned for subjects outside the layout.
 var ErrNotSwitchyard = errors.New("broker: not a switchyard subject")
 
-// ParseSubject parses a subject built by the functions above.
+// ParseSubject parses a subject of the layout; anything else, wildcards
+// included, is ErrNotSwitchyard. For every subject it accepts,
+// Subject.String gives the same subject back.
 func ParseSubject(subj string) (Subject, error) {
 	parts := strings.Split(subj, ".")
 	if len(parts) < 3 || parts[0] != root || !ValidToken(parts[1]) {
@@ -114,7 +135,7 @@ func ParseSubject(subj string) (Subject, error) {
 				return Subject{}, ErrNotSwitchyard
 			}
 		}
-		s.Verb = strings.Join(rest, ".")
+		s.Event = strings.Join(rest, ".")
 	case KindDLQ:
 		if len(rest) != 0 {
 			return Subject{}, ErrNotSwitchyard
@@ -125,21 +146,17 @@ func ParseSubject(subj string) (Subject, error) {
 	return s, nil
 }
 
-// String rebuilds the subject.
+// String builds the subject back.
 func (s Subject) String() string {
 	switch s.Kind {
 	case KindEdge:
-		id := s.From + "." + s.To
-		if s.Index != "" {
-			id += "." + s.Index
-		}
-		return Edge(s.Session, id)
+		return Edge(s.Session, s.EdgeID())
 	case KindNode:
 		return NodeIn(s.Session, s.Node)
 	case KindControl:
 		return Control(s.Session, s.Verb)
 	case KindEvent:
-		return Event(s.Session, s.Verb)
+		return Event(s.Session, s.Event)
 	case KindDLQ:
 		return DeadLetter(s.Session)
 	}
