@@ -2,9 +2,39 @@
 // in-process with JetStream on a data directory (the default, needing no
 // setup), or a connection to an external server or cluster by URL. It also
 // owns the subject layout (subjects.go) and the JetStream resources of a
-// session: its stream, KV bucket and object store (streams.go).
+// session (streams.go).
 //
-// Broker.Close drains the connection and, for an embedded server, shuts it
-// down and waits for it. The embedded server opens no TCP port unless
-// Config.Listen asks for one; the runtime connects in-process.
+// # The embedded server
+//
+// Start builds the server's options (no signal handling, JetStream on
+// Config.DataDir), starts it, waits until it is ready, and connects to it
+// in-process. It opens no TCP port unless Config.Listen asks for one.
+// Close drains the connection, shuts the server down and waits for it; it
+// is idempotent. The server's log goes to Config.Logger, discarded when nil.
+//
+// # Roles on a listening server
+//
+// A listening server requires credentials. Admins (the runtime's own
+// in-process connections and holders of Config.AdminToken) may do
+// everything. Outside users (Config.Token, or Config.User and
+// Config.Password) may publish on node inboxes (sy.*.node.*.in) and edges
+// (sy.*.edge.>) and subscribe to events (sy.*.evt.>) and reply inboxes
+// (_INBOX.>) only: no control subjects and no JetStream API. A denied
+// publish reaches the client's asynchronous error handler as
+// nats.ErrPermissionViolation.
+//
+// # An external server
+//
+// With Config.URL the broker connects with Config's credentials and
+// reconnects forever, buffering publishes (up to 64 MiB) while the server
+// is away, so a server restart is ridden through.
+//
+// # Session resources
+//
+// A session has a work stream SY_<session> (edges, inboxes, dead letters;
+// de-duplicated by Nats-Msg-Id), an optional bounded event stream
+// SY_<session>_EVT, a KV bucket sy_kv_<session> for checkpoints and node
+// state, and an object store sy_obj_<session> for artifacts. Control
+// subjects are in no stream: they are requests answered by the running
+// session. EnsureSessionStream explains why events are kept apart.
 package broker
