@@ -85,6 +85,7 @@ func TestControlRequestsAreAnsweredByTheSession(t *testing.T) {
 	sub, err := b.Conn().Subscribe(broker.Control("s1", "explain"), func(m *nats.Msg) { _ = m.Respond([]byte("from the session")) })
 	require.NoError(t, err)
 	defer func() { require.NoError(t, sub.Unsubscribe()) }()
+	require.NoError(t, b.Conn().Flush()) // the server knows the responder
 
 	client, err := b.NewConn()
 	require.NoError(t, err)
