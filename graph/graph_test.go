@@ -84,7 +84,7 @@ func TestCustomRulesAndTransforms(t *testing.T) {
 			return nil
 		}}
 	}
-	rule := graph.RuleFunc{N: "needs_owner", F: func(g *graph.Graph, _ map[string]bool) graph.Diagnostics {
+	rule := graph.NewRule("needs_owner", func(g *graph.Graph) graph.Diagnostics {
 		var ds graph.Diagnostics
 		for _, n := range g.Nodes {
 			if g.HandlerType(n) == graph.TypeCodergen && n.Attrs.String("owner") == "" {
@@ -92,7 +92,7 @@ func TestCustomRulesAndTransforms(t *testing.T) {
 			}
 		}
 		return ds
-	}}
+	})
 	src := `digraph t { goal="G"; start [shape=Mdiamond]; a [prompt="do $goal"]; b [prompt="b"]; exit [shape=Msquare]; start -> a -> b -> exit }`
 	_, diags := graph.Load("t.dot", []byte(src), graph.WithTransforms(tr("first"), tr("second")), graph.WithRules(rule))
 	require.Equal(t, []string{"first", "second"}, order)

@@ -10,7 +10,7 @@ type LoadOption func(*loadOptions)
 type loadOptions struct {
 	transforms []Transform
 	rules      []Rule
-	known      map[string]bool
+	known      []string
 	session    bool
 }
 
@@ -27,12 +27,7 @@ func WithRules(rs ...Rule) LoadOption {
 // WithKnownTypes sets the handler types the runtime has registered (for the
 // type_known rule); the default is BuiltinTypes.
 func WithKnownTypes(types ...string) LoadOption {
-	return func(o *loadOptions) {
-		o.known = map[string]bool{}
-		for _, t := range types {
-			o.known[t] = true
-		}
-	}
+	return func(o *loadOptions) { o.known = append([]string{}, types...) }
 }
 
 // AsSession loads the graph as a reactive session (as kind="session" does).
@@ -42,9 +37,6 @@ func options(opts []LoadOption) *loadOptions {
 	o := &loadOptions{}
 	for _, f := range opts {
 		f(o)
-	}
-	if o.known == nil {
-		WithKnownTypes(BuiltinTypes...)(o)
 	}
 	return o
 }
@@ -107,10 +99,13 @@ func Validate(g *Graph, opts ...LoadOption) Diagnostics {
 
 func validate(g *Graph, o *loadOptions) Diagnostics {
 	var ds Diagnostics
-	for _, r := range append(append([]Rule{}, BuiltinRules...), o.rules...) {
-		for _, d := range r.Check(g, o.known) {
+	for _, r := range append(BuiltinRules(o.known), o.rules...) {
+		for _, d := range r.Check(g) {
 			if d.Pos.File == "" {
 				d.Pos.File = g.Pos.File
+			}
+			if d.Rule == "" {
+				d.Rule = r.Name()
 			}
 			ds = append(ds, d)
 		}

@@ -2,52 +2,64 @@ package graph
 
 import (
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/switchyard/switchyard/edges/cond"
 )
 
-// Rule is a lint rule. Custom rules are added with WithRules and run after
-// the built-ins.
+// Rule is a lint rule (spec 7.4). Custom rules are added with WithRules and
+// run after the built-ins; a diagnostic a rule returns without a Rule name
+// gets the rule's Name, and one without a file gets the graph's.
 type Rule interface {
 	Name() string
-	Check(g *Graph, known map[string]bool) Diagnostics
+	Check(g *Graph) Diagnostics
 }
 
 // RuleFunc adapts a function to Rule.
 type RuleFunc struct {
 	N string
-	F func(g *Graph, known map[string]bool) Diagnostics
+	F func(g *Graph) Diagnostics
 }
+
+// NewRule returns a Rule named name that runs f.
+func NewRule(name string, f func(g *Graph) Diagnostics) Rule { return RuleFunc{N: name, F: f} }
 
 // Name returns N.
 func (r RuleFunc) Name() string { return r.N }
 
 // Check calls F.
-func (r RuleFunc) Check(g *Graph, known map[string]bool) Diagnostics { return r.F(g, known) }
+func (r RuleFunc) Check(g *Graph) Diagnostics { return r.F(g) }
 
 // BuiltinTypes are the handler types of the built-in handlers.
 var BuiltinTypes = []string{TypeStart, TypeExit, TypeCodergen, TypeHuman, TypeConditional, TypeParallel, TypeFanIn, TypeTool, TypeManagerLoop}
 
-// BuiltinRules are the lint rules of spec section 7 and Switchyard's own.
-var BuiltinRules = []Rule{
-	RuleFunc{"node_id", ruleNodeIDs},
-	RuleFunc{"start_node", ruleStart},
-	RuleFunc{"terminal_node", ruleTerminal},
-	RuleFunc{"edge_target_exists", ruleEdgeTargets},
-	RuleFunc{"start_no_incoming", ruleStartNoIncoming},
-	RuleFunc{"exit_no_outgoing", ruleExitNoOutgoing},
-	RuleFunc{"reachability", ruleReachability},
-	RuleFunc{"condition_syntax", ruleConditions},
-	RuleFunc{"stylesheet_syntax", ruleStylesheet},
-	RuleFunc{"type_known", ruleTypeKnown},
-	RuleFunc{"fidelity_valid", ruleFidelity},
-	RuleFunc{"retry_target_exists", ruleRetryTargets},
-	RuleFunc{"goal_gate_has_retry", ruleGoalGateRetry},
-	RuleFunc{"prompt_on_llm_nodes", rulePrompt},
-	RuleFunc{"attr_type", ruleAttrTypes},
+// BuiltinRules returns the lint rules of spec section 7 and Switchyard's
+// own, in the order they run. knownTypes are the handler types the runtime
+// has registered, for type_known (nil: BuiltinTypes).
+func BuiltinRules(knownTypes []string) []Rule {
+	if knownTypes == nil {
+		knownTypes = BuiltinTypes
+	}
+	return []Rule{
+		NewRule("node_id", ruleNodeIDs),
+		NewRule("start_node", ruleStart),
+		NewRule("terminal_node", ruleTerminal),
+		NewRule("edge_target_exists", ruleEdgeTargets),
+		NewRule("start_no_incoming", ruleStartNoIncoming),
+		NewRule("exit_no_outgoing", ruleExitNoOutgoing),
+		NewRule("reachability", ruleReachability),
+		NewRule("condition_syntax", ruleConditions),
+		NewRule("stylesheet_syntax", ruleStylesheet),
+		TypeKnownRule(knownTypes...),
+		NewRule("fidelity_valid", ruleFidelity),
+		NewRule("retry_target_exists", ruleRetryTargets),
+		NewRule("goal_gate_has_retry", ruleGoalGateRetry),
+		NewRule("prompt_on_llm_nodes", rulePrompt),
+		NewRule("attr_type", ruleAttrTypes),
+		NewRule("join_valid", ruleJoin),
+		NewRule("schedule_valid", ruleSchedule),
+		NewRule("attr_unknown", ruleAttrUnknown),
+	}
 }
 
 func nodeDiag(n *Node, sev Severity, rule, format string, args ...any) Diagnostic {
@@ -73,7 +85,7 @@ func nodesOfType(g *Graph, typ string) []*Node {
 }
 
 // ruleNodeIDs checks ids of graphs built in Go (the parser checks its own).
-func ruleNodeIDs(g *Graph, _ map[string]bool) Diagnostics {
+func ruleNodeIDs(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, n := range g.Nodes {
 		if !IsIdentifier(n.ID) || isKeyword(n.ID) {
@@ -83,7 +95,7 @@ func ruleNodeIDs(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleStart(g *Graph, _ map[string]bool) Diagnostics {
+func ruleStart(g *Graph) Diagnostics {
 	if g.Kind() == "session" {
 		return nil
 	}
@@ -98,7 +110,7 @@ func ruleStart(g *Graph, _ map[string]bool) Diagnostics {
 	return Diagnostics{nodeDiag(s[1], SeverityError, "start_node", "the graph has %d start nodes (%s): exactly one is allowed", len(s), ids(s))}
 }
 
-func ruleTerminal(g *Graph, _ map[string]bool) Diagnostics {
+func ruleTerminal(g *Graph) Diagnostics {
 	if g.Kind() == "session" {
 		return nil
 	}
@@ -113,7 +125,7 @@ func ruleTerminal(g *Graph, _ map[string]bool) Diagnostics {
 	return Diagnostics{nodeDiag(s[1], SeverityError, "terminal_node", "the graph has %d exit nodes (%s): exactly one is allowed", len(s), ids(s))}
 }
 
-func ruleEdgeTargets(g *Graph, _ map[string]bool) Diagnostics {
+func ruleEdgeTargets(g *Graph) Diagnostics {
 	var ds Diagnostics
 	seen := map[string]bool{}
 	for _, r := range g.undeclared {
@@ -136,7 +148,7 @@ func ruleEdgeTargets(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleStartNoIncoming(g *Graph, _ map[string]bool) Diagnostics {
+func ruleStartNoIncoming(g *Graph) Diagnostics {
 	if g.Kind() == "session" {
 		return nil
 	}
@@ -150,7 +162,7 @@ func ruleStartNoIncoming(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleExitNoOutgoing(g *Graph, _ map[string]bool) Diagnostics {
+func ruleExitNoOutgoing(g *Graph) Diagnostics {
 	if g.Kind() == "session" {
 		return nil
 	}
@@ -166,7 +178,7 @@ func ruleExitNoOutgoing(g *Graph, _ map[string]bool) Diagnostics {
 
 // ruleReachability warns about nodes the start node cannot reach (DESIGN
 // decision 5), following edges and retry-target jumps.
-func ruleReachability(g *Graph, _ map[string]bool) Diagnostics {
+func ruleReachability(g *Graph) Diagnostics {
 	if g.Kind() == "session" {
 		return nil
 	}
@@ -206,7 +218,7 @@ func ruleReachability(g *Graph, _ map[string]bool) Diagnostics {
 }
 
 // ruleConditions compiles every edge condition (once, at load time).
-func ruleConditions(g *Graph, _ map[string]bool) Diagnostics {
+func ruleConditions(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, e := range g.Edges {
 		v, ok := e.Attrs["condition"]
@@ -233,7 +245,7 @@ func ruleConditions(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleStylesheet(g *Graph, _ map[string]bool) Diagnostics {
+func ruleStylesheet(g *Graph) Diagnostics {
 	v, ok := g.Attrs["model_stylesheet"]
 	if !ok || strings.TrimSpace(v.Text) == "" {
 		return nil
@@ -249,24 +261,32 @@ func ruleStylesheet(g *Graph, _ map[string]bool) Diagnostics {
 	return nil
 }
 
-func ruleTypeKnown(g *Graph, known map[string]bool) Diagnostics {
-	var ds Diagnostics
-	for _, n := range g.Nodes {
-		v, ok := n.Attrs["type"]
-		if ok && !known[v.Text] {
-			d := nodeDiag(n, SeverityWarning, "type_known", "node %s has unknown handler type %q: it falls back to its shape's handler", n.ID, v.Text)
-			if v.Pos.IsValid() {
-				d.Pos = v.Pos
-			}
-			ds = append(ds, d)
-		}
+// TypeKnownRule is the type_known rule: a warning for every explicit
+// `type` that is not one of known.
+func TypeKnownRule(known ...string) Rule {
+	set := make(map[string]bool, len(known))
+	for _, t := range known {
+		set[t] = true
 	}
-	return ds
+	return NewRule("type_known", func(g *Graph) Diagnostics {
+		var ds Diagnostics
+		for _, n := range g.Nodes {
+			v, ok := n.Attrs["type"]
+			if ok && !set[v.Text] {
+				d := nodeDiag(n, SeverityWarning, "type_known", "node %s has unknown handler type %q: it falls back to its shape's handler", n.ID, v.Text)
+				if v.Pos.IsValid() {
+					d.Pos = v.Pos
+				}
+				ds = append(ds, d)
+			}
+		}
+		return ds
+	})
 }
 
 var fidelities = map[string]bool{"full": true, "truncate": true, "compact": true, "summary:low": true, "summary:medium": true, "summary:high": true}
 
-func ruleFidelity(g *Graph, _ map[string]bool) Diagnostics {
+func ruleFidelity(g *Graph) Diagnostics {
 	var ds Diagnostics
 	check := func(v Value, ok bool, where string, pos Pos) {
 		if ok && !fidelities[v.Text] {
@@ -290,7 +310,7 @@ func ruleFidelity(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleRetryTargets(g *Graph, _ map[string]bool) Diagnostics {
+func ruleRetryTargets(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, k := range []string{"retry_target", "fallback_retry_target"} {
 		if v, ok := g.Attrs[k]; ok && g.Node(v.Text) == nil {
@@ -310,7 +330,7 @@ func ruleRetryTargets(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func ruleGoalGateRetry(g *Graph, _ map[string]bool) Diagnostics {
+func ruleGoalGateRetry(g *Graph) Diagnostics {
 	var ds Diagnostics
 	graphTarget := g.Attrs.String("retry_target") != "" || g.Attrs.String("fallback_retry_target") != ""
 	for _, n := range g.Nodes {
@@ -322,7 +342,7 @@ func ruleGoalGateRetry(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-func rulePrompt(g *Graph, _ map[string]bool) Diagnostics {
+func rulePrompt(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, n := range g.Nodes {
 		if g.HandlerType(n) == TypeCodergen && n.Attrs.String("prompt") == "" && n.Attrs.String("label") == "" {
@@ -332,87 +352,3 @@ func rulePrompt(g *Graph, _ map[string]bool) Diagnostics {
 	return ds
 }
 
-var (
-	intAttrs   = []string{"max_retries", "weight", "max_visits", "max_iterations", "max_parallel", "manager.max_cycles", "stall_after", "max_in_flight", "budget_tokens", "default_max_retries", "default_max_retry"}
-	boolAttrs  = []string{"goal_gate", "allow_partial", "auto_status", "loop_restart", "retry_on_fail", "stack.child_autostart"}
-	floatAttrs = []string{"budget_cost"}
-	enumAttrs  = map[string][]string{
-		"trigger":          {"any", "all", "manual", "schedule"},
-		"delivery":         {"queue", "latest", "debounce"},
-		"on_failure":       {"route", "exit"},
-		"mode":             {"interactive", "auto"},
-		"kind":             {"pipeline", "session"},
-		"reasoning_effort": {"low", "medium", "high"},
-		"dir":              {"forward", "back", "both", "none"},
-		"workflow_mode":    {"planning", "implementation"},
-		"retry_policy":     {"none", "standard", "aggressive", "linear", "patient"},
-	}
-)
-
-// ruleAttrTypes checks the values of the attributes Switchyard reads.
-func ruleAttrTypes(g *Graph, _ map[string]bool) Diagnostics {
-	var ds Diagnostics
-	check := func(attrs Attrs, where string, fallback Pos) {
-		bad := func(k string, v Value, want string) {
-			p := v.Pos
-			if !p.IsValid() {
-				p = fallback
-			}
-			ds = append(ds, Diagnostic{Pos: p, Severity: SeverityError, Rule: "attr_type",
-				Message: fmt.Sprintf("%s: %s=%q: want %s", where, k, v.Text, want)})
-		}
-		for _, k := range intAttrs {
-			if v, ok := attrs[k]; ok {
-				if _, err := strconv.Atoi(strings.TrimSpace(v.Text)); err != nil {
-					bad(k, v, "an integer")
-				}
-			}
-		}
-		for _, k := range boolAttrs {
-			if v, ok := attrs[k]; ok && v.Text != "true" && v.Text != "false" {
-				bad(k, v, "true or false")
-			}
-		}
-		for _, k := range floatAttrs {
-			if v, ok := attrs[k]; ok {
-				if _, err := strconv.ParseFloat(strings.TrimSpace(v.Text), 64); err != nil {
-					bad(k, v, "a number")
-				}
-			}
-		}
-		keys := make([]string, 0, len(enumAttrs))
-		for k := range enumAttrs {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if v, ok := attrs[k]; ok && v.Text != "" {
-				allowed := enumAttrs[k]
-				okv := false
-				for _, a := range allowed {
-					if v.Text == a {
-						okv = true
-					}
-				}
-				if !okv {
-					bad(k, v, "one of "+strings.Join(allowed, ", "))
-				}
-			}
-		}
-		for k, v := range attrs {
-			if durationKeys[k] && v.Text != "" {
-				if _, err := ParseDuration(v.Text); err != nil {
-					bad(k, v, "a duration like 250ms, 30s, 15m, 2h, 1d")
-				}
-			}
-		}
-	}
-	check(g.Attrs, "graph", g.Pos)
-	for _, n := range g.Nodes {
-		check(n.Attrs, "node "+n.ID, n.Pos)
-	}
-	for _, e := range g.Edges {
-		check(e.Attrs, "edge "+e.From+" -> "+e.To, e.Pos)
-	}
-	return ds
-}
