@@ -351,4 +351,3 @@ func rulePrompt(g *Graph) Diagnostics {
 	}
 	return ds
 }
-
