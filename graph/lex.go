@@ -34,6 +34,7 @@ type token struct {
 	kind tokKind
 	text string
 	rule string // for tError
+	raw  string // tString: the source between the quotes
 	pos  Pos
 }
 
@@ -169,6 +170,7 @@ func quoteChar(r rune) string {
 // 2.4), and Graphviz's \l and \r label escapes are read as newlines.
 func (l *lexer) lexString(p Pos) token {
 	l.advance() // opening quote
+	start := l.off
 	var b strings.Builder
 	for {
 		if l.off >= len(l.src) {
@@ -178,7 +180,7 @@ func (l *lexer) lexString(p Pos) token {
 		switch c {
 		case '"':
 			l.advance()
-			return token{kind: tString, text: b.String(), pos: p}
+			return token{kind: tString, text: b.String(), raw: l.src[start : l.off-1], pos: p}
 		case '\\':
 			ep := l.pos()
 			l.advance()

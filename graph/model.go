@@ -68,6 +68,8 @@ type Value struct {
 	Kind   Kind
 	Pos    Pos // position of the value
 	KeyPos Pos // position of the key
+
+	raw string // a quoted value's source between the quotes (for positions inside it)
 }
 
 // Attrs holds the attributes of a graph, node or edge by key. Keys keep their
@@ -85,6 +87,7 @@ func (a Attrs) Set(key, text string) {
 	v := a[key]
 	v.Text = text
 	v.Kind = guessKind(text)
+	v.raw = ""
 	a[key] = v
 }
 

@@ -442,6 +442,7 @@ func (n *Node) syncClassAttr() {
 	v := n.Attrs["class"]
 	v.Text = strings.Join(n.Classes, ",")
 	v.Kind = KindString
+	v.raw = ""
 	n.Attrs["class"] = v
 }
 
@@ -500,7 +501,7 @@ func (p *parser) parseValue(key string) Value {
 	switch t.kind {
 	case tString:
 		p.next()
-		v := Value{Text: t.text, Kind: KindString, Pos: t.pos}
+		v := Value{Text: t.text, Kind: KindString, Pos: t.pos, raw: t.raw}
 		if durationKeys[key] && t.text != "" {
 			if _, err := ParseDuration(t.text); err != nil {
 				p.errorf(t.pos, "bad_duration", "%s: %v", key, err)

@@ -30,6 +30,7 @@ var GoalExpansion Transform = TransformFunc{N: "goal_expansion", F: func(g *Grap
 		for _, k := range []string{"prompt", "label"} {
 			if v, ok := n.Attrs[k]; ok && strings.Contains(v.Text, "$goal") {
 				v.Text = strings.ReplaceAll(v.Text, "$goal", goal)
+				v.raw = ""
 				n.Attrs[k] = v
 			}
 		}
@@ -50,20 +51,23 @@ var Stylesheet Transform = TransformFunc{N: "stylesheet", F: func(g *Graph) Diag
 	return nil
 }}
 
-// offsetPos is the position of byte offset off inside a value's text
-// (quoted values start one column after their quote).
+// offsetPos is the position of byte offset off inside a value's text.
+// A quoted value starts one column after its quote, and escapes count as
+// written (\" is two columns), so the position points at the source.
 func offsetPos(v Value, off int) Pos {
 	p := v.Pos
 	if !p.IsValid() {
 		return p
 	}
+	off = max(0, min(off, len(v.Text)))
+	src := v.Text[:off]
 	if v.Kind == KindString {
 		p.Col++
+		if v.raw != "" && unescape(v.raw) == v.Text {
+			src = v.raw[:rawOffset(v.raw, off)]
+		}
 	}
-	if off > len(v.Text) {
-		off = len(v.Text)
-	}
-	for _, r := range v.Text[:off] {
+	for _, r := range src {
 		if r == '\n' {
 			p.Line++
 			p.Col = 1
@@ -72,4 +76,43 @@ func offsetPos(v Value, off int) Pos {
 		}
 	}
 	return p
+}
+
+// unescape decodes a string's source as the lexer does.
+func unescape(raw string) string {
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 == len(raw) {
+			b.WriteByte(raw[i])
+			continue
+		}
+		i++
+		switch raw[i] {
+		case 'n', 'l', 'r':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case '\n':
+		default:
+			b.WriteByte(raw[i])
+		}
+	}
+	return b.String()
+}
+
+// rawOffset maps a byte offset in the decoded string to one in its source.
+func rawOffset(raw string, off int) int {
+	i, d := 0, 0
+	for i < len(raw) && d < off {
+		if raw[i] == '\\' && i+1 < len(raw) {
+			if raw[i+1] != '\n' {
+				d++
+			}
+			i += 2
+			continue
+		}
+		i++
+		d++
+	}
+	return i
 }

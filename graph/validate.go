@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -228,21 +229,45 @@ func ruleConditions(g *Graph) Diagnostics {
 		}
 		c, err := cond.Parse(v.Text)
 		if err != nil {
-			off := 0
-			if se, ok := err.(*cond.SyntaxError); ok {
-				off = se.Offset
-			}
-			p := offsetPos(v, off)
+			p, msg := condErrorPos(v, err)
 			if !p.IsValid() {
 				p = e.Pos
 			}
 			ds = append(ds, Diagnostic{Pos: p, Severity: SeverityError, Rule: "condition_syntax", EdgeFrom: e.From, EdgeTo: e.To,
-				Message: fmt.Sprintf("edge %s -> %s: condition %q: %v", e.From, e.To, v.Text, err)})
+				Message: fmt.Sprintf("edge %s -> %s: condition %q: %s", e.From, e.To, v.Text, msg)})
 			continue
 		}
 		e.Cond = c
 	}
+	// Node attributes that hold conditions (manager.stop_condition).
+	for _, n := range g.Nodes {
+		for _, k := range n.Attrs.Keys() {
+			spec, ok := LookupAttr(ScopeNode, k)
+			if !ok || spec.Type != AttrCondition {
+				continue
+			}
+			v := n.Attrs[k]
+			if _, err := cond.Parse(v.Text); err != nil {
+				p, msg := condErrorPos(v, err)
+				if !p.IsValid() {
+					p = n.Pos
+				}
+				ds = append(ds, Diagnostic{Pos: p, Severity: SeverityError, Rule: "condition_syntax", NodeID: n.ID,
+					Message: fmt.Sprintf("node %s: %s %q: %s", n.ID, k, v.Text, msg)})
+			}
+		}
+	}
 	return ds
+}
+
+// condErrorPos places a condition's syntax error inside the value and
+// returns its message without the offset (the position says it).
+func condErrorPos(v Value, err error) (Pos, string) {
+	var se *cond.SyntaxError
+	if errors.As(err, &se) {
+		return offsetPos(v, se.Offset), se.Msg
+	}
+	return v.Pos, err.Error()
 }
 
 func ruleStylesheet(g *Graph) Diagnostics {
