@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -39,6 +40,13 @@ func attrs(a graph.Attrs) string {
 	return "{" + strings.Join(parts, " ") + "}"
 }
 
+// condMessage is the tail of a condition_syntax message: the wording of
+// edges/cond's error, which that package owns. The golden files keep the
+// position, the rule and the condition, and not that wording.
+var condMessage = regexp.MustCompile(`(condition_syntax: .*"): [^\n]*`)
+
+func normalizeCondMessages(s string) string { return condMessage.ReplaceAllString(s, "$1: …") }
+
 // TestGolden loads every testdata/*.dottest (DOT, a ---------- line, the
 // expected diagnostics and model summary) and compares.
 func TestGolden(t *testing.T) {
@@ -52,7 +60,7 @@ func TestGolden(t *testing.T) {
 			src, want, ok := strings.Cut(string(data), sep)
 			require.True(t, ok, "%s has no %q line", f, strings.TrimSpace(sep))
 			g, diags := graph.Load("test.dot", []byte(src))
-			got := diags.String()
+			got := normalizeCondMessages(diags.String())
 			if g != nil && !diags.HasErrors() {
 				got += summary(g)
 			}
