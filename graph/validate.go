@@ -211,7 +211,7 @@ func ruleReachability(g *Graph) Diagnostics {
 	}
 	var ds Diagnostics
 	for _, n := range g.Nodes {
-		if !seen[n.ID] {
+		if !seen[n.ID] && !g.isUndeclared(n.ID) {
 			ds = append(ds, nodeDiag(n, SeverityWarning, "reachability", "node %s is not reachable from the start node %s", n.ID, start.ID))
 		}
 	}
@@ -367,10 +367,21 @@ func ruleGoalGateRetry(g *Graph) Diagnostics {
 	return ds
 }
 
+// isUndeclared reports whether id was only used by edges: edge_target_exists
+// reports it, and the other rules say nothing more about it.
+func (g *Graph) isUndeclared(id string) bool {
+	for _, r := range g.undeclared {
+		if r.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 func rulePrompt(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, n := range g.Nodes {
-		if g.HandlerType(n) == TypeCodergen && n.Attrs.String("prompt") == "" && n.Attrs.String("label") == "" {
+		if g.HandlerType(n) == TypeCodergen && n.Attrs.String("prompt") == "" && n.Attrs.String("label") == "" && !g.isUndeclared(n.ID) {
 			ds = append(ds, nodeDiag(n, SeverityWarning, "prompt_on_llm_nodes", "agent node %s has no prompt or label: the agent is asked %q", n.ID, n.ID))
 		}
 	}
