@@ -93,6 +93,9 @@ type Error struct {
 	Retryable bool
 	Msg       string
 	Err       error
+	// Class is the error's category (ClassRateLimit...), "" when the
+	// provider did not classify it.
+	Class Class
 }
 
 func (e *Error) Error() string {

@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Class is the category of an agent error (the spec's error categories).
+type Class string
+
+// Error classes. RateLimit, Network and Server are retryable; Auth and
+// BadRequest are terminal; Unknown is terminal too (the CLI failed and
+// said nothing we recognise, so running it again would most likely fail
+// the same way).
+const (
+	ClassRateLimit  Class = "rate_limit"
+	ClassNetwork    Class = "network"
+	ClassServer     Class = "server"
+	ClassAuth       Class = "auth"
+	ClassBadRequest Class = "bad_request"
+	ClassUnknown    Class = "unknown"
+)
+
+// Retryable reports whether errors of the class are retried under the
+// node's retry policy.
+func (c Class) Retryable() bool {
+	return c == ClassRateLimit || c == ClassNetwork || c == ClassServer
+}
+
+// The patterns are checked in order: auth before rate limits (a 401 body
+// may mention limits), rate limits before servers (529 "overloaded" is a
+// capacity answer).
+var classPatterns = []struct {
+	class Class
+	re    *regexp.Regexp
+}{
+	{ClassAuth, regexp.MustCompile(`(?i)\b(401|403)\b|unauthori[sz]ed|forbidden|invalid[ _-]?api[ _-]?key|api key (is )?(not valid|invalid|missing)|authentication|not (logged|signed) in|please (run )?/?login|permission[ _]denied|oauth token|credentials`)},
+	{ClassRateLimit, regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|overloaded|\b529\b|quota|resource[ _]exhausted|usage limit`)},
+	{ClassBadRequest, regexp.MustCompile(`(?i)\b400\b|bad request|invalid[ _]request|invalid argument|context (length|window)|prompt is too long|unknown model|model .*not (found|supported)|\b404\b`)},
+	{ClassServer, regexp.MustCompile(`(?i)\b5\d\d\b|internal server error|service unavailable|bad gateway|gateway time-?out|server error|api_error`)},
+	{ClassNetwork, regexp.MustCompile(`(?i)econnreset|econnrefused|etimedout|enotfound|eai_again|connection (reset|refused|closed|error)|network|timed? ?out|socket hang up|dns|tls handshake|stream disconnected|fetch failed|unreachable`)},
+}
+
+// ClassifyMessage returns the class an error message names, or
+// ClassUnknown.
+func ClassifyMessage(msg string) Class {
+	for _, p := range classPatterns {
+		if p.re.MatchString(msg) {
+			return p.class
+		}
+	}
+	return ClassUnknown
+}
+
+// ClassError builds the classified error of a failed run: the class is
+// taken from the first message that names one (messages from the CLI's
+// own error events first, stderr last); the error's text is the first
+// non-empty message, which is the CLI's own words.
+func ClassError(provider string, messages ...string) *Error {
+	class := ClassUnknown
+	for _, m := range messages {
+		if c := ClassifyMessage(m); c != ClassUnknown {
+			class = c
+			break
+		}
+	}
+	msg := ""
+	for _, m := range messages {
+		if m = strings.TrimSpace(m); m != "" {
+			msg = m
+			break
+		}
+	}
+	if msg == "" {
+		msg = "the agent failed without a message"
+	}
+	return &Error{Provider: provider, Retryable: class.Retryable(),
+		Msg: fmt.Sprintf("%s: %s", class, clip(msg, 2000)), Class: class}
+}
+
+// clip shortens s to at most n bytes, keeping the end (where CLIs put the
+// final error) and marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// lastLines returns the last n non-empty lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var out []string
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			out = append(out, l)
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return strings.Join(out, "\n")
+}
