@@ -64,6 +64,28 @@ func (b *Builder) Edge(from, to string, attrs ...KV) *Builder {
 	return b
 }
 
+// Subgraph adds a subgraph holding the given nodes (added when missing),
+// with graph attributes such as budgets. Its label becomes a class of the
+// nodes, as in DOT.
+func (b *Builder) Subgraph(id string, attrs KV, nodeIDs ...string) *Builder {
+	sg := &Subgraph{ID: id, Attrs: Attrs{}}
+	for k, v := range attrs {
+		sg.Attrs.Set(k, v)
+	}
+	class := classFromLabel(sg.Attrs.String("label"))
+	for _, nid := range nodeIDs {
+		b.Node(nid)
+		sg.addNode(nid)
+		if class != "" {
+			n := b.g.Node(nid)
+			n.addClass(class)
+			n.syncClassAttr()
+		}
+	}
+	b.g.Subgraphs = append(b.g.Subgraphs, sg)
+	return b
+}
+
 // Build runs the transforms and the lint rules, like Load, and returns the
 // graph and its diagnostics.
 func (b *Builder) Build(opts ...LoadOption) (*Graph, Diagnostics) {

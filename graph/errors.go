@@ -37,6 +37,14 @@ func (l ErrorList) Error() string {
 	return b.String()
 }
 
+// Err returns the list as an error, or nil when it is empty.
+func (l ErrorList) Err() error {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
 // Sort orders the list by position.
 func (l ErrorList) Sort() {
 	sort.SliceStable(l, func(i, j int) bool { return posLess(l[i].Pos, l[j].Pos) })
@@ -125,6 +133,36 @@ func (ds Diagnostics) Errors() Diagnostics {
 		}
 	}
 	return out
+}
+
+// Warnings returns the warning diagnostics.
+func (ds Diagnostics) Warnings() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == SeverityWarning {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Err returns a *ValidationError holding the error diagnostics, or nil when
+// there is none (the spec's validate_or_raise).
+func (ds Diagnostics) Err() error {
+	if errs := ds.Errors(); len(errs) > 0 {
+		return &ValidationError{Diagnostics: errs}
+	}
+	return nil
+}
+
+// ValidationError is a graph that must not run: its error diagnostics.
+type ValidationError struct {
+	Diagnostics Diagnostics
+}
+
+// Error renders the diagnostics, one a line.
+func (e *ValidationError) Error() string {
+	return "graph: invalid graph:\n" + strings.TrimSuffix(e.Diagnostics.String(), "\n")
 }
 
 // Sort orders by position, then rule.

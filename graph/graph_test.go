@@ -201,3 +201,52 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestBuilderSubgraphs(t *testing.T) {
+	g, diags := graph.New("s", graph.KV{"kind": "session"}).
+		Node("a", graph.KV{"prompt": "a"}).
+		Subgraph("cluster_team", graph.KV{"label": "Team A", "budget_tokens": "500"}, "a", "b").
+		Edge("a", "b").
+		Build()
+	require.False(t, diags.HasErrors(), "%v", diags)
+	require.Len(t, g.Subgraphs, 1)
+	require.Equal(t, []string{"a", "b"}, g.Subgraphs[0].Nodes)
+	require.Equal(t, []string{"team-a"}, g.Node("b").Classes)
+
+	fromDOT, diags := graph.Load("s.dot", []byte(g.DOT()))
+	require.False(t, diags.HasErrors(), "%v", diags)
+	equalModels(t, g, fromDOT)
+	require.Equal(t, "500", fromDOT.Subgraphs[0].Attrs.String("budget_tokens"))
+}
+
+func TestDiagnosticsErr(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		err  string
+	}{
+		{"valid", `digraph a { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`, ""},
+		{"warnings only", `digraph a { start [shape=Mdiamond]; exit [shape=Msquare]; x [prompt="x"]; start -> exit }`, ""},
+		{"errors", `digraph a { start [shape=Mdiamond]; start -> start }`,
+			"graph: invalid graph:\na.dot:1:1: error: terminal_node: the graph has no exit node (fix: add exit [shape=Msquare])\n" +
+				"a.dot:1:37: error: start_no_incoming: the start node start has an incoming edge from start"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, diags := graph.Load("a.dot", []byte(tt.src))
+			err := diags.Err()
+			if tt.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			var verr *graph.ValidationError
+			require.ErrorAs(t, err, &verr)
+			require.Equal(t, tt.err, err.Error())
+		})
+	}
+	_, err := graph.Parse("p.dot", []byte("digraph { a -- b }"))
+	var list graph.ErrorList
+	require.ErrorAs(t, err, &list)
+	require.Equal(t, "p.dot:1:13: error: undirected_edge: undirected edges '--' are not supported: use '->'", list.Err().Error())
+	require.NoError(t, graph.ErrorList(nil).Err())
+}
