@@ -1,7 +1,6 @@
 package edges
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 
@@ -16,20 +15,26 @@ type Outcome struct {
 	SuggestedNextIDs []string
 }
 
+// env is the condition environment of an outcome and a run context.
+func (o Outcome) env(ctx map[string]string) cond.Env {
+	return cond.Env{Outcome: o.Status, PreferredLabel: o.PreferredLabel, Context: ctx}
+}
+
 // EdgeID names an edge in its subject: "from.to", or "from.to.N" for the
 // N-th (N > 0) further edge joining the same pair.
 func EdgeID(e *graph.Edge) string {
-	id := e.From + "." + e.To
 	if e.Index > 0 {
-		id += "." + strconv.Itoa(e.Index)
+		return e.From + "." + e.To + "." + strconv.Itoa(e.Index)
 	}
-	return id
+	return e.From + "." + e.To
 }
 
-// compiled returns the edge's compiled condition; nil for an edge without
-// one. An edge whose condition does not compile never matches (validation
-// reports it before a run).
-func compiled(e *graph.Edge) (c *cond.Expr, has bool, ok bool) {
+// condition returns the edge's compiled condition. has is false for an
+// edge without one (an unconditional edge); ok is false when the condition
+// does not compile (validation reports it before a run), and such an edge
+// never holds. Edge.Cond is used when set (graph.Load compiles it);
+// otherwise the condition attribute is compiled on the spot.
+func condition(e *graph.Edge) (c *cond.Expr, has, ok bool) {
 	if e.Cond != nil {
 		return e.Cond, true, true
 	}
@@ -41,75 +46,118 @@ func compiled(e *graph.Edge) (c *cond.Expr, has bool, ok bool) {
 	return c, true, err == nil
 }
 
-// Select chooses the one edge a pipeline follows after a node (spec 3.3):
-//  1. among edges whose condition holds: highest weight, then lowest target id;
-//  2. the first unconditional edge whose label matches the preferred label
-//     after normalisation;
-//  3. for each suggested next id in order, the first unconditional edge to it;
-//  4. the highest weight among unconditional edges;
-//  5. then the lowest target id.
-//
-// It returns nil when no edge qualifies; edges whose condition is false are
-// never a fallback.
-func Select(g *graph.Graph, from string, o Outcome, ctx map[string]string) *graph.Edge {
-	env := cond.Env{Outcome: o.Status, PreferredLabel: o.PreferredLabel, Context: ctx}
-	var matched, plain []*graph.Edge
-	for _, e := range g.Outgoing(from) {
-		c, has, ok := compiled(e)
-		switch {
-		case !has:
-			plain = append(plain, e)
-		case ok && c.Eval(env):
-			matched = append(matched, e)
-		}
-	}
-	if len(matched) > 0 {
-		return best(matched)
-	}
-	if o.PreferredLabel != "" {
-		want := NormalizeLabel(o.PreferredLabel)
-		for _, e := range plain {
-			if NormalizeLabel(e.Label()) == want {
-				return e
-			}
-		}
-	}
-	for _, id := range o.SuggestedNextIDs {
-		for _, e := range plain {
-			if e.To == id {
-				return e
-			}
-		}
-	}
-	if len(plain) > 0 {
-		return best(plain)
-	}
-	return nil
+// Unconditional reports whether e has no condition (or a blank one).
+func Unconditional(e *graph.Edge) bool {
+	_, has, _ := condition(e)
+	return !has
 }
 
-// Broadcast returns every edge whose condition holds (edges without a
-// condition always hold), in declaration order: the routing policy of
-// parallel nodes and reactive sessions.
+// Holds reports whether e's condition holds for the outcome in the run
+// context. An unconditional edge always holds; a malformed condition never
+// does.
+func Holds(e *graph.Edge, o Outcome, ctx map[string]string) bool {
+	c, _, ok := condition(e)
+	return ok && c.Eval(o.env(ctx))
+}
+
+// better reports whether e beats cur: a higher weight, then a lower target
+// id. Ties keep cur, so the first edge declared wins among equals.
+func better(e, cur *graph.Edge) bool {
+	if cur == nil {
+		return true
+	}
+	if we, wc := e.Weight(), cur.Weight(); we != wc {
+		return we > wc
+	}
+	return e.To < cur.To
+}
+
+// Match is step 1 of Select alone: among the edges out of from whose
+// condition holds, the highest weight, then the lowest target id; nil when
+// none holds. Unconditional edges take no part. Failure routing uses it:
+// a failed node follows only an edge that names the failure.
+func Match(g *graph.Graph, from string, o Outcome, ctx map[string]string) *graph.Edge {
+	env := o.env(ctx)
+	var best *graph.Edge
+	for _, e := range g.Edges {
+		if e.From != from {
+			continue
+		}
+		if c, has, ok := condition(e); has && ok && c.Eval(env) && better(e, best) {
+			best = e
+		}
+	}
+	return best
+}
+
+// Select chooses the one edge a pipeline follows after a node (spec 3.3):
+//
+//  1. among edges whose condition holds: the highest weight, then the
+//     lowest target id;
+//  2. else, when the outcome has a preferred label, the first
+//     unconditional edge whose label matches it after normalisation
+//     (NormalizeLabel);
+//  3. else, for each suggested next id in order, the first unconditional
+//     edge to it;
+//  4. else the highest weight among unconditional edges,
+//  5. then the lowest target id.
+//
+// It returns nil when no edge qualifies: an edge whose condition is false
+// is never a fallback. Among edges equal on every rule, the first declared
+// wins. Select does not allocate when the graph's conditions are compiled.
+func Select(g *graph.Graph, from string, o Outcome, ctx map[string]string) *graph.Edge {
+	env := o.env(ctx)
+	want := labelKey(o.PreferredLabel)
+	var matched, labelled, suggested, plain *graph.Edge
+	rank := len(o.SuggestedNextIDs) // position of suggested's target in SuggestedNextIDs
+	for _, e := range g.Edges {
+		if e.From != from {
+			continue
+		}
+		c, has, ok := condition(e)
+		if has {
+			if ok && c.Eval(env) && better(e, matched) {
+				matched = e
+			}
+			continue
+		}
+		if labelled == nil && want != "" && strings.EqualFold(labelKey(e.Label()), want) {
+			labelled = e
+		}
+		for i := 0; i < rank; i++ {
+			if o.SuggestedNextIDs[i] == e.To {
+				suggested, rank = e, i
+				break
+			}
+		}
+		if better(e, plain) {
+			plain = e
+		}
+	}
+	switch {
+	case matched != nil:
+		return matched
+	case labelled != nil:
+		return labelled
+	case suggested != nil:
+		return suggested
+	}
+	return plain
+}
+
+// Broadcast returns every edge out of from whose condition holds
+// (unconditional edges always hold), in declaration order: the routing
+// policy of parallel nodes and reactive sessions.
 func Broadcast(g *graph.Graph, from string, o Outcome, ctx map[string]string) []*graph.Edge {
-	env := cond.Env{Outcome: o.Status, PreferredLabel: o.PreferredLabel, Context: ctx}
+	env := o.env(ctx)
 	var out []*graph.Edge
-	for _, e := range g.Outgoing(from) {
-		c, _, ok := compiled(e)
-		if ok && c.Eval(env) {
+	for _, e := range g.Edges {
+		if e.From != from {
+			continue
+		}
+		if c, _, ok := condition(e); ok && c.Eval(env) {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-// best is the edge with the highest weight, then the lowest target id.
-func best(es []*graph.Edge) *graph.Edge {
-	out := append([]*graph.Edge(nil), es...)
-	sort.SliceStable(out, func(i, j int) bool {
-		if wi, wj := out[i].Weight(), out[j].Weight(); wi != wj {
-			return wi > wj
-		}
-		return out[i].To < out[j].To
-	})
-	return out[0]
 }
