@@ -143,6 +143,8 @@ func (l *lexer) next() token {
 	case c == ':':
 		l.advance()
 		return token{kind: tColon, text: ":", pos: p}
+	case c == '<':
+		return l.lexHTML(p)
 	case isWordStart(c) || (c == '-' || c == '+' || c == '.') && l.off+1 < len(l.src) && (l.src[l.off+1] >= '0' && l.src[l.off+1] <= '9' || l.src[l.off+1] == '.'):
 		start := l.off
 		l.advance()
@@ -219,4 +221,26 @@ func (l *lexer) lexString(p Pos) token {
 			l.advance()
 		}
 	}
+}
+
+// lexHTML skips a Graphviz HTML label <...> (nested angle brackets
+// included) and returns it as a string carrying one html_label error, so a
+// label written for Graphviz costs one error, not one per character.
+func (l *lexer) lexHTML(p Pos) token {
+	start := l.off
+	depth := 0
+	for l.off < len(l.src) {
+		c := l.src[l.off]
+		l.advance()
+		switch c {
+		case '<':
+			depth++
+		case '>':
+			depth--
+			if depth == 0 {
+				return token{kind: tString, rule: "html_label", text: "HTML labels (<...>) are not supported: use a quoted string", raw: l.src[start:l.off], pos: p}
+			}
+		}
+	}
+	return token{kind: tError, rule: "unterminated_string", text: "HTML label opened here is never closed with '>'", pos: p}
 }

@@ -20,6 +20,8 @@ var (
 	floatRE    = regexp.MustCompile(`^[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
 	durationRE = regexp.MustCompile(`^[0-9]+(ms|s|m|h|d)$`)
 	bareRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.:-]*$`)
+	// durationLikeRE: what a person meant as a duration (1.5h, -5s, 10 ms).
+	durationLikeRE = regexp.MustCompile(`^[-+]?[0-9]*\.?[0-9]+(ms|s|m|h|d)$`)
 )
 
 // isKeyword reports whether s is one of DOT's keywords (any case), which
@@ -351,6 +353,8 @@ func (p *parser) nodeOrEdge(sc *scope, first token) {
 	}
 	for _, id := range ids {
 		switch {
+		case id.kind == tWord && strings.Contains(id.text, ":") && IsIdentifier(id.text[:strings.IndexByte(id.text, ':')]):
+			p.errorf(id.pos, "node_id", "%q: ports (node:port) are not supported: name the node only", id.text)
 		case id.kind == tString || !IsIdentifier(id.text):
 			p.errorf(id.pos, "node_id", "node id %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*): put display names in label", id.text)
 		case isKeyword(id.text):
@@ -532,8 +536,10 @@ func (p *parser) parseValue(key string) Value {
 			v.Kind = KindDuration
 		case bareRE.MatchString(t.text):
 			v.Kind = KindBare
+		case durationLikeRE.MatchString(t.text):
+			p.errorf(t.pos, "bad_duration", "bad duration %q: an integer followed by ms, s, m, h or d, like 250ms, 15m, 1d", t.text)
 		case t.text[0] >= '0' && t.text[0] <= '9' || t.text[0] == '-' || t.text[0] == '+' || t.text[0] == '.':
-			p.errorf(t.pos, "bad_duration", "bad value %q: a number, or a duration like 250ms, 15m, 1d", t.text)
+			p.errorf(t.pos, "bad_value", "bad number %q: an integer like 42 or -1, or a decimal like 0.5", t.text)
 		default:
 			p.errorf(t.pos, "bad_value", "bad value %q: quote it", t.text)
 		}
