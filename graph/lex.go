@@ -124,10 +124,9 @@ func (l *lexer) next() token {
 	}
 	p := l.pos()
 	c := l.src[l.off]
-	single := map[byte]tokKind{'{': tLBrace, '}': tRBrace, '[': tLBrack, ']': tRBrack, '=': tEq, ',': tComma, ';': tSemi}
-	if k, ok := single[c]; ok {
+	if k := punct(c); k != tEOF {
 		l.advance()
-		return token{kind: k, text: string(c), pos: p}
+		return token{kind: k, text: l.src[l.off-1 : l.off], pos: p}
 	}
 	switch {
 	case c == '-' && l.peekByte(1) == '>':
@@ -159,6 +158,27 @@ func (l *lexer) next() token {
 	r, _ := utf8.DecodeRuneInString(l.src[l.off:])
 	l.advance()
 	return token{kind: tError, rule: "syntax", text: "unexpected character " + quoteChar(r), pos: p}
+}
+
+// punct returns the kind of a one-character token, or tEOF.
+func punct(c byte) tokKind {
+	switch c {
+	case '{':
+		return tLBrace
+	case '}':
+		return tRBrace
+	case '[':
+		return tLBrack
+	case ']':
+		return tRBrack
+	case '=':
+		return tEq
+	case ',':
+		return tComma
+	case ';':
+		return tSemi
+	}
+	return tEOF
 }
 
 func quoteChar(r rune) string {

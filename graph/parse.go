@@ -389,7 +389,9 @@ func (p *parser) declareNode(sc *scope, id token, attrs Attrs, explicit bool) {
 			n.addClass(c)
 		}
 		p.g.Nodes = append(p.g.Nodes, n)
-		p.g.byID = nil
+		if p.g.byID != nil {
+			p.g.byID[n.ID] = n
+		}
 	}
 	if explicit {
 		if !p.declared[id.text] {
