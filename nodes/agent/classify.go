@@ -28,23 +28,42 @@ func (c Class) Retryable() bool {
 	return c == ClassRateLimit || c == ClassNetwork || c == ClassServer
 }
 
-// The patterns are checked in order: auth before rate limits (a 401 body
-// may mention limits), rate limits before servers (529 "overloaded" is a
-// capacity answer).
+// statusCode finds an HTTP status in a message: after a word that
+// introduces one ("status 429", "API Error: 401", "code: 503") or before
+// its reason phrase ("429 Too Many Requests").
+var statusCode = regexp.MustCompile(`(?i)(?:status(?:\s*code)?|code|error|http(?:/\d(?:\.\d)?)?)\W{0,4}\b([45]\d\d)\b|\b([45]\d\d)\s+(?:too many|unauthori|forbidden|bad request|not found|internal|service unavailable|bad gateway|gateway|overloaded)`)
+
+// The word patterns are checked in order after status codes: auth before
+// rate limits (a 401 body may mention limits), rate limits before servers
+// ("overloaded" is a capacity answer).
 var classPatterns = []struct {
 	class Class
 	re    *regexp.Regexp
 }{
-	{ClassAuth, regexp.MustCompile(`(?i)\b(401|403)\b|unauthori[sz]ed|forbidden|invalid[ _-]?api[ _-]?key|api key (is )?(not valid|invalid|missing)|authentication|not (logged|signed) in|please (run )?/?login|permission[ _]denied|oauth token|credentials`)},
-	{ClassRateLimit, regexp.MustCompile(`(?i)\b429\b|rate[ _-]?limit|too many requests|overloaded|\b529\b|quota|resource[ _]exhausted|usage limit`)},
-	{ClassBadRequest, regexp.MustCompile(`(?i)\b400\b|bad request|invalid[ _]request|invalid argument|context (length|window)|prompt is too long|unknown model|model .*not (found|supported)|\b404\b`)},
-	{ClassServer, regexp.MustCompile(`(?i)\b5\d\d\b|internal server error|service unavailable|bad gateway|gateway time-?out|server error|api_error`)},
-	{ClassNetwork, regexp.MustCompile(`(?i)econnreset|econnrefused|etimedout|enotfound|eai_again|connection (reset|refused|closed|error)|network|timed? ?out|socket hang up|dns|tls handshake|stream disconnected|fetch failed|unreachable`)},
+	{ClassAuth, regexp.MustCompile(`(?i)unauthori[sz]ed|forbidden|invalid[ _-]?(x-)?api[ _-]?key|api[ _-]?key[^.\n]{0,40}(not valid|invalid|missing|not (found|set)|required|expired)|(must specify|set) the \w*api[ _-]?key|authentication|not (logged|signed) in|please (run )?/?login|oauth token|invalid credentials|credentials (are )?(missing|invalid|expired)`)},
+	{ClassRateLimit, regexp.MustCompile(`(?i)rate[ _-]?limit|too many requests|overloaded|quota|resource[ _]exhausted|usage limit`)},
+	{ClassBadRequest, regexp.MustCompile(`(?i)bad request|invalid[ _]request|invalid argument|context (length|window)|prompt is too long|unknown model|model[^.\n]{0,60}not (found|supported|exist)`)},
+	{ClassServer, regexp.MustCompile(`(?i)internal server error|service unavailable|bad gateway|gateway time-?out|server error|api_error`)},
+	{ClassNetwork, regexp.MustCompile(`(?i)econnreset|econnrefused|etimedout|enotfound|eai_again|connection (reset|refused|closed|error)|network|timed out|timeout|socket hang up|dns|tls handshake|stream disconnected|fetch failed|unreachable`)},
 }
 
 // ClassifyMessage returns the class an error message names, or
-// ClassUnknown.
+// ClassUnknown: an HTTP status in it decides (401/403 auth, 429/529 rate
+// limit, other 4xx bad request, 5xx server), else words do.
 func ClassifyMessage(msg string) Class {
+	if m := statusCode.FindStringSubmatch(msg); m != nil {
+		code := m[1] + m[2]
+		switch {
+		case code == "401" || code == "403":
+			return ClassAuth
+		case code == "429" || code == "529":
+			return ClassRateLimit
+		case code[0] == '4':
+			return ClassBadRequest
+		default:
+			return ClassServer
+		}
+	}
 	for _, p := range classPatterns {
 		if p.re.MatchString(msg) {
 			return p.class
