@@ -1,8 +1,8 @@
 package graph_test
 
 import (
+	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,26 +18,64 @@ var update = flag.Bool("update", false, "rewrite the expected output of testdata
 
 const sep = "----------\n"
 
-// summary renders a loaded graph compactly: its attributes, each node with
-// its resolved handler type, classes and attributes, each edge.
-func summary(g *graph.Graph) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "graph %s %s\n", g.Name, attrs(g.Attrs))
-	for _, n := range g.Nodes {
-		fmt.Fprintf(&b, "node %s type=%s classes=%v %s\n", n.ID, g.HandlerType(n), n.Classes, attrs(n.Attrs))
-	}
-	for _, e := range g.Edges {
-		fmt.Fprintf(&b, "edge %s -> %s #%d %s\n", e.From, e.To, e.Index, attrs(e.Attrs))
-	}
-	return b.String()
+// modelSummary is the JSON summary of a loaded graph that golden files
+// hold: attributes as "kind:text", each node with its resolved handler
+// type and classes, each edge with its index.
+type modelSummary struct {
+	Name      string            `json:"name"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+	Nodes     []nodeSummary     `json:"nodes"`
+	Edges     []edgeSummary     `json:"edges,omitempty"`
+	Subgraphs []subgraphSummary `json:"subgraphs,omitempty"`
 }
 
-func attrs(a graph.Attrs) string {
-	var parts []string
-	for _, k := range a.Keys() {
-		parts = append(parts, fmt.Sprintf("%s=%q(%s)", k, a[k].Text, a[k].Kind))
+type nodeSummary struct {
+	ID      string            `json:"id"`
+	Type    string            `json:"type"`
+	Classes []string          `json:"classes,omitempty"`
+	Attrs   map[string]string `json:"attrs,omitempty"`
+}
+
+type edgeSummary struct {
+	From  string            `json:"from"`
+	To    string            `json:"to"`
+	Index int               `json:"index,omitempty"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+type subgraphSummary struct {
+	ID    string            `json:"id"`
+	Nodes []string          `json:"nodes"`
+	Attrs map[string]string `json:"attrs,omitempty"`
+}
+
+func summary(g *graph.Graph) string {
+	m := modelSummary{Name: g.Name, Attrs: attrs(g.Attrs), Nodes: []nodeSummary{}}
+	for _, n := range g.Nodes {
+		m.Nodes = append(m.Nodes, nodeSummary{ID: n.ID, Type: g.HandlerType(n), Classes: n.Classes, Attrs: attrs(n.Attrs)})
 	}
-	return "{" + strings.Join(parts, " ") + "}"
+	for _, e := range g.Edges {
+		m.Edges = append(m.Edges, edgeSummary{From: e.From, To: e.To, Index: e.Index, Attrs: attrs(e.Attrs)})
+	}
+	for _, sg := range g.Subgraphs {
+		m.Subgraphs = append(m.Subgraphs, subgraphSummary{ID: sg.ID, Nodes: sg.Nodes, Attrs: attrs(sg.Attrs)})
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		panic(err)
+	}
+	return string(out) + "\n"
+}
+
+func attrs(a graph.Attrs) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(a))
+	for k, v := range a {
+		m[k] = v.Kind.String() + ":" + v.Text
+	}
+	return m
 }
 
 // condMessage is the tail of a condition_syntax message: the wording of
@@ -48,7 +86,8 @@ var condMessage = regexp.MustCompile(`(condition_syntax: .*"): [^\n]*`)
 func normalizeCondMessages(s string) string { return condMessage.ReplaceAllString(s, "$1: …") }
 
 // TestGolden loads every testdata/*.dottest (DOT, a ---------- line, the
-// expected diagnostics and model summary) and compares.
+// expected diagnostics, then the JSON summary of the model when it has no
+// error) and compares. go test -update rewrites the expectations.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.dottest")
 	require.NoError(t, err)
