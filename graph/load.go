@@ -80,6 +80,7 @@ func prepare(g *Graph, o *loadOptions) Diagnostics {
 	for _, t := range append([]Transform{GoalExpansion, Stylesheet}, o.transforms...) {
 		ds = append(ds, t.Apply(g)...)
 	}
+	g.reindex() // transforms may have changed the nodes; readers share the index
 	ds = append(ds, validate(g, o)...)
 	ds.Sort()
 	return ds
