@@ -2,12 +2,14 @@ package edges
 
 import "sync"
 
-// LatestBuffer keeps only the newest undelivered item.
+// LatestBuffer keeps only the newest undelivered item: a Push replaces an
+// item not yet popped, which is counted as dropped.
 type LatestBuffer[T any] struct {
 	mu      sync.Mutex
 	v       T
 	has     bool
 	dropped uint64
+	closed  bool
 }
 
 var _ Buffer[int] = (*LatestBuffer[int])(nil)
@@ -19,6 +21,14 @@ func NewLatest[T any]() *LatestBuffer[T] { return &LatestBuffer[T]{} }
 func (l *LatestBuffer[T]) Push(v T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		l.dropped++
+		return
+	}
+	l.put(v)
+}
+
+func (l *LatestBuffer[T]) put(v T) {
 	if l.has {
 		l.dropped++
 	}
@@ -48,7 +58,7 @@ func (l *LatestBuffer[T]) Len() int {
 	return 0
 }
 
-// Dropped counts replaced items.
+// Dropped counts replaced and refused items.
 func (l *LatestBuffer[T]) Dropped() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -65,5 +75,23 @@ func (l *LatestBuffer[T]) Pending() []T {
 	return []T{l.v}
 }
 
-// Close does nothing.
-func (l *LatestBuffer[T]) Close() {}
+// Restore replaces the held item with the last of items (the others are
+// counted dropped, as if pushed in order).
+func (l *LatestBuffer[T]) Restore(items []T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		l.dropped += uint64(len(items))
+		return
+	}
+	for _, v := range items {
+		l.put(v)
+	}
+}
+
+// Close refuses further items.
+func (l *LatestBuffer[T]) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+}

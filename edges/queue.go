@@ -2,32 +2,50 @@ package edges
 
 import "sync"
 
-// QueueBuffer keeps every item in order (a growable ring).
+// QueueBuffer keeps every item in order: a ring whose capacity doubles when
+// full, so that Push and Pop do not allocate once it has grown to the
+// edge's backlog.
 type QueueBuffer[T any] struct {
-	mu   sync.Mutex
-	ring []T
-	head int
-	n    int
+	mu      sync.Mutex
+	ring    []T // len is a power of two
+	head    int // index of the oldest item
+	n       int // items held
+	closed  bool
+	refused uint64
 }
 
 var _ Buffer[int] = (*QueueBuffer[int])(nil)
 
+const minRing = 8
+
 // NewQueue returns an empty queue buffer.
-func NewQueue[T any]() *QueueBuffer[T] { return &QueueBuffer[T]{ring: make([]T, 8)} }
+func NewQueue[T any]() *QueueBuffer[T] { return &QueueBuffer[T]{ring: make([]T, minRing)} }
 
 // Push appends v.
 func (q *QueueBuffer[T]) Push(v T) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		q.refused++
+		return
+	}
+	q.push(v)
+}
+
+func (q *QueueBuffer[T]) push(v T) {
 	if q.n == len(q.ring) {
 		grown := make([]T, 2*len(q.ring))
-		for i := 0; i < q.n; i++ {
-			grown[i] = q.ring[(q.head+i)%len(q.ring)]
-		}
+		q.copyTo(grown)
 		q.ring, q.head = grown, 0
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = v
+	q.ring[(q.head+q.n)&(len(q.ring)-1)] = v
 	q.n++
+}
+
+// copyTo copies the held items, oldest first, to the front of dst.
+func (q *QueueBuffer[T]) copyTo(dst []T) {
+	k := copy(dst, q.ring[q.head:min(q.head+q.n, len(q.ring))])
+	copy(dst[k:], q.ring[:q.n-k])
 }
 
 // Pop takes the oldest item.
@@ -39,32 +57,57 @@ func (q *QueueBuffer[T]) Pop() (T, bool) {
 		return zero, false
 	}
 	v := q.ring[q.head]
-	q.ring[q.head] = zero
-	q.head = (q.head + 1) % len(q.ring)
+	q.ring[q.head] = zero // let the item be collected
+	q.head = (q.head + 1) & (len(q.ring) - 1)
 	q.n--
 	return v, true
 }
 
-// Len is the number of items held.
+// Len is the number of items held; all are ready.
 func (q *QueueBuffer[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n
 }
 
-// Dropped is always 0: a queue drops nothing.
-func (q *QueueBuffer[T]) Dropped() uint64 { return 0 }
+// Dropped counts only items refused after Close: a queue discards nothing.
+func (q *QueueBuffer[T]) Dropped() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.refused
+}
 
 // Pending returns the items in order.
 func (q *QueueBuffer[T]) Pending() []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]T, q.n)
-	for i := range out {
-		out[i] = q.ring[(q.head+i)%len(q.ring)]
+	if q.n == 0 {
+		return nil
 	}
+	out := make([]T, q.n)
+	q.copyTo(out)
 	return out
 }
 
-// Close does nothing.
-func (q *QueueBuffer[T]) Close() {}
+// Restore replaces the held items with items, in order.
+func (q *QueueBuffer[T]) Restore(items []T) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		q.refused += uint64(len(items))
+		return
+	}
+	q.refused += uint64(q.n)
+	clear(q.ring)
+	q.head, q.n = 0, 0
+	for _, v := range items {
+		q.push(v)
+	}
+}
+
+// Close refuses further items.
+func (q *QueueBuffer[T]) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+}
