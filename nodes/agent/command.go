@@ -127,6 +127,8 @@ type commandParser struct {
 	sessionID string
 }
 
+func (p *commandParser) raw() {}
+
 func (p *commandParser) line(b []byte, emit func(Event)) bool {
 	s := string(b)
 	if id, ok := strings.CutPrefix(s, "SWITCHYARD_SESSION_ID="); ok {

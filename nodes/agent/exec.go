@@ -184,6 +184,9 @@ type parser interface {
 	finish(ex *proc.Exit, emit func(Event)) (*Result, error)
 }
 
+// rawParser is a parser that also wants blank lines (plain text output).
+type rawParser interface{ raw() }
+
 // execute runs the CLI with argv (stdin holds the prompt when it is not an
 // argument) while p reads its output, and turns a cancelled run into an
 // error that says so.
@@ -202,7 +205,7 @@ func (c *cli) execute(ctx context.Context, req *Request, args []string, stdin st
 	var firstBad string
 	ex, err := proc.Run(ctx, proc.Spec{Path: path, Args: args, Dir: req.WorkDir,
 		Env: c.env(req), Stdin: stdin, Grace: c.opts.Grace}, func(line []byte) {
-		if len(strings.TrimSpace(string(line))) == 0 {
+		if _, raw := p.(rawParser); !raw && len(strings.TrimSpace(string(line))) == 0 {
 			return
 		}
 		if !p.line(line, emit) {
