@@ -90,7 +90,7 @@ func (c *cli) lookPath() (string, error) {
 	path, err := exec.LookPath(c.bin)
 	if err != nil {
 		return "", &Error{Provider: c.name, Err: fmt.Errorf("%w: %v", ErrNotInstalled, err),
-			Msg: fmt.Sprintf("executable %q not found (%s, or set %s or --%s-bin to its path)", c.bin, c.hint, c.envVar, c.name)}
+			Msg: fmt.Sprintf("executable %q not found (%s, or set %s to its path)", c.bin, c.hint, c.envVar)}
 	}
 	return path, nil
 }
