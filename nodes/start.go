@@ -11,14 +11,3 @@ var _ Handler = Start{}
 func (Start) Handle(context.Context, *Input) (*Outcome, error) {
 	return &Outcome{Status: StatusSuccess}, nil
 }
-
-// Exit is the exit node's handler: it does nothing; the runtime checks goal
-// gates before the run ends.
-type Exit struct{}
-
-var _ Handler = Exit{}
-
-// Handle succeeds.
-func (Exit) Handle(context.Context, *Input) (*Outcome, error) {
-	return &Outcome{Status: StatusSuccess}, nil
-}

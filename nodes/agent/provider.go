@@ -1,6 +1,3 @@
-// Package agent defines how Switchyard drives coding agents: the Provider
-// interface, the request and streamed result, and the built-in providers
-// (mock; claude, codex and gemini CLIs; a generic command).
 package agent
 
 import (
