@@ -5,8 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -20,8 +25,9 @@ type MockResult struct {
 	Response         string            `json:"response,omitempty"`
 	Notes            string            `json:"notes,omitempty"`
 	Usage            *MockUsage        `json:"usage,omitempty"`
-	// Error makes the run fail with a classified error: "rate_limit",
-	// "network" and "server" are retryable, "auth" and "bad_request" terminal.
+	// Error makes the run fail with a classified *Error of that Class:
+	// "rate_limit", "network" and "server" are retryable; "auth",
+	// "bad_request" and "unknown" are terminal.
 	Error string `json:"error,omitempty"`
 }
 
@@ -34,7 +40,24 @@ type MockUsage struct {
 
 var mockStatuses = map[string]bool{"": true, "success": true, "fail": true, "partial_success": true, "retry": true, "skipped": true}
 
-var mockErrors = map[string]bool{"": true, "rate_limit": true, "network": true, "server": true, "auth": true, "bad_request": true}
+// mockClasses are the error classes a script may name.
+var mockClasses = []Class{ClassRateLimit, ClassNetwork, ClassServer, ClassAuth, ClassBadRequest, ClassUnknown}
+
+// customStatus is the form of a custom outcome value (DESIGN decision 7).
+var customStatus = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+
+func (r *MockResult) check() error {
+	if !mockStatuses[strings.ToLower(r.Status)] && !customStatus.MatchString(r.Status) {
+		return fmt.Errorf("bad status %q (success, fail, partial_success, retry, skipped, or a custom word)", r.Status)
+	}
+	if r.Error != "" && !slices.Contains(mockClasses, Class(r.Error)) {
+		return fmt.Errorf("unknown error %q (rate_limit, network, server, auth, bad_request, unknown)", r.Error)
+	}
+	if u := r.Usage; u != nil && (u.InputTokens < 0 || u.OutputTokens < 0 || u.Cost < 0) {
+		return errors.New("usage must not be negative")
+	}
+	return nil
+}
 
 // Mock is the scripted provider: each run of a node takes the node's next
 // scripted result, the last one repeating; nodes not in the script succeed
@@ -53,31 +76,76 @@ func NewMock(script map[string][]MockResult) *Mock {
 	return &Mock{script: script, cursor: map[string]int{}, runs: map[string]int{}}
 }
 
-// ParseMock reads a script: a JSON object mapping node ids to lists of results.
+// ParseMock reads a script: a JSON object mapping node ids to non-empty
+// lists of results. Unknown fields are refused ("delay" too: the mock
+// never sleeps), and so are malformed statuses and unknown error classes.
 func ParseMock(data []byte) (*Mock, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var script map[string][]MockResult
 	if err := dec.Decode(&script); err != nil {
-		return nil, fmt.Errorf("mock script: %v", err)
+		return nil, mockSyntaxError(data, err)
 	}
-	for node, list := range script {
+	if dec.More() {
+		return nil, errors.New("mock script: unexpected data after the JSON object")
+	}
+	nodes := make([]string, 0, len(script))
+	for node := range script {
+		nodes = append(nodes, node)
+	}
+	sort.Strings(nodes)
+	for _, node := range nodes {
+		list := script[node]
 		if len(list) == 0 {
 			return nil, fmt.Errorf("mock script: node %q has an empty list of results", node)
 		}
-		for i, r := range list {
-			if !mockStatuses[strings.ToLower(r.Status)] && r.Error == "" {
-				// custom statuses are allowed (DESIGN decision 7), but must be words
-				if strings.ContainsAny(r.Status, " \t\n") {
-					return nil, fmt.Errorf("mock script: %s[%d]: bad status %q", node, i, r.Status)
-				}
-			}
-			if !mockErrors[r.Error] {
-				return nil, fmt.Errorf("mock script: %s[%d]: unknown error %q (rate_limit, network, server, auth, bad_request)", node, i, r.Error)
+		for i := range list {
+			if err := list[i].check(); err != nil {
+				return nil, fmt.Errorf("mock script: %s[%d]: %w", node, i, err)
 			}
 		}
 	}
 	return NewMock(script), nil
+}
+
+// mockSyntaxError explains a decoding error, with a line and column when
+// the decoder knows the offset.
+func mockSyntaxError(data []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	var off int64 = -1
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		err = fmt.Errorf("%s must be %s, not a JSON %s", orDefault(te.Field, "the script"), mockTypeName(te.Type.String()), te.Value)
+	case strings.Contains(err.Error(), "unknown field \"delay\""):
+		return errors.New("mock script: \"delay\" is not supported (the mock never sleeps)")
+	case errors.Is(err, io.EOF):
+		return errors.New("mock script: empty file")
+	}
+	if off < 0 {
+		return fmt.Errorf("mock script: %v", err)
+	}
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Errorf("mock script: line %d, column %d: %v", line, col, err)
+}
+
+func mockTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "map[string][]"):
+		return "an object of node ids to lists of results"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map"), strings.Contains(t, "Mock"):
+		return "an object"
+	}
+	return "a " + t
 }
 
 // LoadMockFile reads a script file.
@@ -131,8 +199,9 @@ func (m *Mock) Run(ctx context.Context, req *Request, onEvent func(Event)) (*Res
 		r = MockResult{Status: "success", Response: fmt.Sprintf("[mock] %s: done: %s (prompt %x)", req.NodeID, first, sum[:4])}
 	}
 	if r.Error != "" {
-		return nil, &Error{Provider: "mock", Retryable: r.Error == "rate_limit" || r.Error == "network" || r.Error == "server",
-			Msg: "scripted " + r.Error + " error"}
+		c := Class(r.Error)
+		return nil, &Error{Provider: "mock", Class: c, Retryable: c.Retryable(),
+			Msg: fmt.Sprintf("scripted %s error for node %s", c, req.NodeID)}
 	}
 	res := &Result{Text: r.Response, Success: !strings.EqualFold(r.Status, "fail"), Status: r.Status,
 		PreferredLabel: r.PreferredLabel, SuggestedNextIDs: r.SuggestedNextIDs,
