@@ -4,16 +4,25 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
 )
 
 // Human is the wait.human handler: it offers the node's outgoing edges as
 // choices and routes on the answer (DESIGN decision 4: the outcome carries
-// both the chosen edge's label and its target).
-type Human struct{ Interviewer Interviewer }
+// both the chosen edge's label and its target). The node's `timeout` is
+// the question's: when it passes on Clock (or the node's deadline ends the
+// wait) the answer is TIMEOUT, which takes human.default_choice, else
+// asks for a retry.
+type Human struct {
+	Interviewer Interviewer
+	// Clock times the question's timeout; nil is the real clock.
+	Clock clock.Clock
+}
 
 var _ Handler = (*Human)(nil)
 
@@ -82,14 +91,12 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 			f["option."+o.Key] = o.Label
 		}
 	})
-	// `timeout` is both the question's and the node's: when the node's
-	// deadline ends the wait, the default choice applies all the same.
-	a, err := h.Interviewer.Ask(ctx, q)
-	if errors.Is(err, context.DeadlineExceeded) && q.Timeout > 0 {
-		a, err = &Answer{Value: AnswerTimeout, At: time.Now()}, nil
-	}
+	a, err := h.ask(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if a.Value == "" && a.Text != "" {
+		a.Value = a.Text
 	}
 	emit(in, "human.answer", a.Value, func(f map[string]any) { f["by"] = a.By })
 	updates := map[string]string{}
@@ -106,6 +113,7 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		}
 		a = &Answer{Value: def, By: "default", At: a.At}
 		updates["human.gate.timed_out"] = "true"
+		updates["human.gate.answered_by"] = "default"
 	case AnswerSkipped, "":
 		return &Outcome{Status: StatusFail, FailureReason: "no answer for human gate " + in.Node.ID, ContextUpdates: updates}, nil
 	}
@@ -116,6 +124,22 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		}
 	}
 	choice, ok := Match(opts, a.Value)
+	if len(a.Selected) > 0 {
+		// The interviewer chose options itself: trust them when they are
+		// the gate's.
+		if o, found := Match(opts, a.Selected[0].Target); found {
+			choice, ok = o, true
+		}
+		if qt == MultiSelect {
+			var keys []string
+			for _, sel := range a.Selected {
+				if o, found := Match(opts, sel.Target); found {
+					keys = append(keys, o.Key)
+				}
+			}
+			updates["human.gate.selected_all"] = strings.Join(keys, ",")
+		}
+	}
 	if !ok && qt == MultiSelect {
 		var keys []string
 		for _, part := range strings.Split(a.Value, ",") {
@@ -147,6 +171,39 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	updates["human.gate.label"] = choice.Label
 	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
 		ContextUpdates: updates, Response: choice.Label}, nil
+}
+
+// ask asks the interviewer, answering TIMEOUT when the question's timeout
+// passes on the clock or the node's deadline ends the wait first.
+func (h *Human) ask(ctx context.Context, q *Question) (*Answer, error) {
+	clk := h.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	var timedOut atomic.Bool
+	if q.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		t := clk.AfterFunc(q.Timeout, func() {
+			timedOut.Store(true)
+			cancel()
+		})
+		defer t.Stop()
+	}
+	a, err := h.Interviewer.Ask(ctx, q)
+	switch {
+	case err != nil && (timedOut.Load() || q.Timeout > 0 && errors.Is(err, context.DeadlineExceeded)):
+		return &Answer{Value: AnswerTimeout, At: clk.Now()}, nil
+	case err != nil:
+		return nil, err
+	case a == nil:
+		return &Answer{Value: AnswerSkipped, At: clk.Now()}, nil
+	}
+	if a.At.IsZero() {
+		a.At = clk.Now()
+	}
+	return a, nil
 }
 
 // emit publishes a handler event, if the runtime gave a way to.

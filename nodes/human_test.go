@@ -1,15 +1,14 @@
 package nodes_test
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/nodes"
 )
 
@@ -26,21 +25,47 @@ const gateGraph = `digraph h {
 	revise -> exit
 }`
 
-func TestChoicesAndMatching(t *testing.T) {
-	g := load(t, gateGraph)
-	opts := nodes.Choices(g, "gate")
-	require.Equal(t, []nodes.Option{{Key: "A", Label: "[A] Approve", Target: "ship"}, {Key: "R", Label: "R) Revise", Target: "revise"}}, opts)
-	for answer, want := range map[string]string{"A": "ship", "a": "ship", "[A] Approve": "ship", "approve": "ship",
-		"Revise": "revise", "r": "revise", "revise": "revise"} {
-		o, ok := nodes.Match(opts, answer)
-		require.True(t, ok, answer)
-		require.Equal(t, want, o.Target, answer)
+func TestChoices(t *testing.T) {
+	tests := []struct {
+		name, edges string
+		want        []nodes.Option
+	}{
+		{"bracket and paren keys", `g -> a [label="[A] Approve"]; g -> b [label="B) Back"]`,
+			[]nodes.Option{{Key: "A", Label: "[A] Approve", Target: "a"}, {Key: "B", Label: "B) Back", Target: "b"}}},
+		{"dash key", `g -> a [label="Y - Yes"]`, []nodes.Option{{Key: "Y", Label: "Y - Yes", Target: "a"}}},
+		{"first character", `g -> a [label="Merge"]`, []nodes.Option{{Key: "M", Label: "Merge", Target: "a"}}},
+		{"no label: the target id", `g -> a`, []nodes.Option{{Key: "a", Label: "a", Target: "a"}}},
 	}
-	_, ok := nodes.Match(opts, "maybe")
-	require.False(t, ok)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := load(t, `digraph c { start [shape=Mdiamond]; g [shape=hexagon]; a; b; exit [shape=Msquare]; start -> g; a -> exit; b -> exit; `+tc.edges+` }`)
+			require.Equal(t, tc.want, nodes.Choices(g, "g"))
+		})
+	}
 }
 
+func TestMatch(t *testing.T) {
+	opts := nodes.Choices(load(t, gateGraph), "gate")
+	tests := []struct{ answer, want string }{
+		{"A", "ship"}, {"a", "ship"}, {" r ", "revise"},
+		{"[A] Approve", "ship"}, {"R) Revise", "revise"},
+		{"approve", "ship"}, {"  REVISE ", "revise"},
+		{"ship", "ship"}, {"revise", "revise"},
+		{"maybe", ""}, {"", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.answer, func(t *testing.T) {
+			o, ok := nodes.Match(opts, tc.answer)
+			require.Equal(t, tc.want != "", ok)
+			require.Equal(t, tc.want, o.Target)
+		})
+	}
+}
+
+// gate runs the gate of gateGraph, its default choice attribute replaced
+// by attrs when they are given.
 func gate(t *testing.T, iv nodes.Interviewer, attrs string) *nodes.Outcome {
+	t.Helper()
 	src := gateGraph
 	if attrs != "" {
 		src = strings.Replace(src, `human.default_choice="R"`, attrs, 1)
@@ -50,90 +75,208 @@ func gate(t *testing.T, iv nodes.Interviewer, attrs string) *nodes.Outcome {
 	return handle(t, r, input(t, g, "gate"))
 }
 
-func TestHumanGateOutcome(t *testing.T) {
-	o := gate(t, nodes.NewQueue(map[string][]string{"gate": {"a"}}), "")
-	require.Equal(t, nodes.StatusSuccess, o.Status)
-	require.Equal(t, "[A] Approve", o.PreferredLabel, "decision 4: label and target")
-	require.Equal(t, []string{"ship"}, o.SuggestedNextIDs)
-	require.Equal(t, "A", o.ContextUpdates["human.gate.selected"])
-	require.Equal(t, "[A] Approve", o.ContextUpdates["human.gate.label"])
-	require.Equal(t, "queue", o.ContextUpdates["human.gate.answered_by"])
-	require.NotEmpty(t, o.ContextUpdates["human.gate.answered_at"])
-
-	o = gate(t, nodes.NewQueue(nil), "")
-	require.Equal(t, nodes.StatusFail, o.Status, "no answer (SKIPPED) fails")
-
-	o = gate(t, nodes.NewQueue(map[string][]string{"gate": {"what?"}}), "")
-	require.Equal(t, []string{"ship"}, o.SuggestedNextIDs, "an unmatched answer takes the first choice")
-	require.Equal(t, "what?", o.ContextUpdates["human.gate.unmatched_answer"])
-
-	o = gate(t, nodes.AutoApprove{}, "")
-	require.Equal(t, []string{"ship"}, o.SuggestedNextIDs)
+func answer(a *nodes.Answer) nodes.Interviewer {
+	return nodes.Callback(func(context.Context, *nodes.Question) (*nodes.Answer, error) { return a, nil })
 }
 
-func TestHumanGateTimeout(t *testing.T) {
-	timeout := nodes.Callback(func(context.Context, *nodes.Question) (*nodes.Answer, error) {
-		return &nodes.Answer{Value: nodes.AnswerTimeout}, nil
-	})
-	o := gate(t, timeout, `human.default_choice="R", timeout=5m`)
-	require.Equal(t, []string{"revise"}, o.SuggestedNextIDs, "a timeout takes default_choice")
-	require.Equal(t, "true", o.ContextUpdates["human.gate.timed_out"])
+func TestHumanGateOutcome(t *testing.T) {
+	tests := []struct {
+		name   string
+		iv     nodes.Interviewer
+		attrs  string
+		status nodes.Status
+		next   string
+		check  func(t *testing.T, o *nodes.Outcome)
+	}{
+		{"key answer: label and target (decision 4)", nodes.NewQueue(map[string][]string{"gate": {"a"}}), "", nodes.StatusSuccess, "ship",
+			func(t *testing.T, o *nodes.Outcome) {
+				require.Equal(t, "[A] Approve", o.PreferredLabel)
+				require.Equal(t, "A", o.ContextUpdates["human.gate.selected"])
+				require.Equal(t, "[A] Approve", o.ContextUpdates["human.gate.label"])
+				require.Equal(t, "queue", o.ContextUpdates["human.gate.answered_by"])
+				_, err := time.Parse(time.RFC3339, o.ContextUpdates["human.gate.answered_at"])
+				require.NoError(t, err)
+			}},
+		{"label answer", answer(&nodes.Answer{Value: "Revise", By: "ann"}), "", nodes.StatusSuccess, "revise",
+			func(t *testing.T, o *nodes.Outcome) {
+				require.Equal(t, "ann", o.ContextUpdates["human.gate.answered_by"])
+			}},
+		{"target answer", answer(&nodes.Answer{Value: "revise"}), "", nodes.StatusSuccess, "revise", nil},
+		{"selected option", answer(&nodes.Answer{Value: "?", Selected: []nodes.Option{{Target: "revise"}}}), "", nodes.StatusSuccess, "revise", nil},
+		{"unmatched answer takes the first choice", answer(&nodes.Answer{Value: "what?"}), "", nodes.StatusSuccess, "ship",
+			func(t *testing.T, o *nodes.Outcome) {
+				require.Equal(t, "what?", o.ContextUpdates["human.gate.unmatched_answer"])
+			}},
+		{"skipped fails", nodes.NewQueue(nil), "", nodes.StatusFail, "", nil},
+		{"no answer at all fails", answer(nil), "", nodes.StatusFail, "", nil},
+		{"auto-approve takes the first choice", nodes.AutoApprove{}, "", nodes.StatusSuccess, "ship",
+			func(t *testing.T, o *nodes.Outcome) {
+				require.Equal(t, "auto-approve", o.ContextUpdates["human.gate.answered_by"])
+			}},
+		{"timeout takes the default choice", answer(&nodes.Answer{Value: nodes.AnswerTimeout}), `human.default_choice="R", timeout=5m`, nodes.StatusSuccess, "revise",
+			func(t *testing.T, o *nodes.Outcome) {
+				require.Equal(t, "true", o.ContextUpdates["human.gate.timed_out"])
+				require.Equal(t, "default", o.ContextUpdates["human.gate.answered_by"])
+			}},
+		{"default_choice also read without prefix", answer(&nodes.Answer{Value: nodes.AnswerTimeout}), `default_choice="revise"`, nodes.StatusSuccess, "revise", nil},
+		{"timeout without default retries", answer(&nodes.Answer{Value: nodes.AnswerTimeout}), `timeout=5m`, nodes.StatusRetry, "", nil},
+		{"no interviewer", nil, "", nodes.StatusFail, "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := gate(t, tc.iv, tc.attrs)
+			require.Equal(t, tc.status, o.Status, o.FailureReason)
+			if tc.next != "" {
+				require.Equal(t, []string{tc.next}, o.SuggestedNextIDs)
+			} else {
+				require.Empty(t, o.SuggestedNextIDs)
+			}
+			if tc.check != nil {
+				tc.check(t, o)
+			}
+		})
+	}
+}
 
-	o = gate(t, timeout, `timeout=5m`)
-	require.Equal(t, nodes.StatusRetry, o.Status, "a timeout without default is RETRY")
+func TestHumanGateWithoutEdgesFails(t *testing.T) {
+	g := load(t, `digraph h { start [shape=Mdiamond]; gate [shape=hexagon]; exit [shape=Msquare]; start -> gate; start -> exit }`)
+	r := registry(t, nodes.Deps{Interviewer: nodes.AutoApprove{}})
+	o := handle(t, r, input(t, g, "gate"))
+	require.Equal(t, nodes.StatusFail, o.Status)
+	require.Contains(t, o.FailureReason, "no outgoing edges")
+}
+
+// blocking is an interviewer that waits for ctx, telling when it was asked.
+func blocking(asked chan<- *nodes.Question) nodes.Interviewer {
+	return nodes.Callback(func(ctx context.Context, q *nodes.Question) (*nodes.Answer, error) {
+		asked <- q
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+}
+
+// TestHumanGateTimeoutOnClock: an interviewer that never answers is cut off
+// by the question's timeout on the injected clock.
+func TestHumanGateTimeoutOnClock(t *testing.T) {
+	tests := []struct {
+		name, attrs string
+		status      nodes.Status
+		next        []string
+	}{
+		{"default choice", `human.default_choice="R", timeout=5m`, nodes.StatusSuccess, []string{"revise"}},
+		{"no default", `timeout=5m`, nodes.StatusRetry, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			asked := make(chan *nodes.Question, 1)
+			g := load(t, strings.Replace(gateGraph, `human.default_choice="R"`, tc.attrs, 1))
+			r := registry(t, nodes.Deps{Interviewer: blocking(asked), Clock: fake})
+			h, _ := r.Lookup("wait.human")
+			done := make(chan *nodes.Outcome, 1)
+			go func() {
+				o, err := h.Handle(context.Background(), input(t, g, "gate"))
+				if err != nil {
+					o = &nodes.Outcome{FailureReason: err.Error()}
+				}
+				done <- o
+			}()
+			q := receive(t, asked)
+			require.Equal(t, 5*time.Minute, q.Timeout)
+			fake.Advance(5*time.Minute - time.Second)
+			select {
+			case o := <-done:
+				t.Fatalf("the gate ended before its timeout: %+v", o)
+			default:
+			}
+			fake.Advance(time.Second)
+			o := receive(t, done)
+			require.Equal(t, tc.status, o.Status, o.FailureReason)
+			require.Equal(t, tc.next, o.SuggestedNextIDs)
+		})
+	}
+}
+
+// TestHumanGateNodeDeadline: the node's deadline ending the wait counts as
+// the question's timeout; a cancelled session is an error.
+func TestHumanGateNodeDeadline(t *testing.T) {
+	g := load(t, strings.Replace(gateGraph, `human.default_choice="R"`, `human.default_choice="R", timeout=1h`, 1))
+	asked := make(chan *nodes.Question, 1)
+	r := registry(t, nodes.Deps{Interviewer: blocking(asked), Clock: clock.NewFake(time.Now())})
+	h, _ := r.Lookup("wait.human")
+
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	go func() { <-asked }()
+	o, err := h.Handle(ctx, input(t, g, "gate"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"revise"}, o.SuggestedNextIDs)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { <-asked; cancel() }()
+	_, err = h.Handle(ctx, input(t, g, "gate"))
+	require.ErrorIs(t, err, context.Canceled)
 }
 
 func TestQuestionTypes(t *testing.T) {
-	var asked []*nodes.Question
-	rec := &nodes.Recording{Inner: nodes.Callback(func(_ context.Context, q *nodes.Question) (*nodes.Answer, error) {
-		asked = append(asked, q)
-		switch q.Type {
-		case nodes.MultiSelect:
-			return &nodes.Answer{Value: "R,A"}, nil
-		case nodes.FreeText:
-			return &nodes.Answer{Value: "ship it, but add docs", Text: "ship it, but add docs"}, nil
-		case nodes.Confirm:
-			return &nodes.Answer{Value: nodes.AnswerNo}, nil
-		}
-		return &nodes.Answer{Value: "A"}, nil
-	})}
-	o := gate(t, rec, `human.question_type="multi_select"`)
-	require.Equal(t, "R,A", o.ContextUpdates["human.gate.selected_all"])
-	require.Equal(t, []string{"revise"}, o.SuggestedNextIDs)
-	o = gate(t, rec, `human.question_type="free_text"`)
-	require.Equal(t, "ship it, but add docs", o.ContextUpdates["human.gate.text"])
-	o = gate(t, rec, `human.question_type="confirm"`)
-	require.Equal(t, []string{"revise"}, o.SuggestedNextIDs, "NO takes the second choice")
-	o = gate(t, rec, "")
-	require.Equal(t, nodes.SingleSelect, asked[len(asked)-1].Type)
-	require.Equal(t, "Ship it?", asked[0].Text)
-	require.Len(t, rec.Exchanges(), 4)
+	tests := []struct {
+		qtype  string
+		answer *nodes.Answer
+		next   string
+		check  func(t *testing.T, o *nodes.Outcome)
+	}{
+		{"multi_select", &nodes.Answer{Value: "R,A"}, "revise", func(t *testing.T, o *nodes.Outcome) {
+			require.Equal(t, "R,A", o.ContextUpdates["human.gate.selected_all"])
+		}},
+		{"multi_select", &nodes.Answer{Selected: []nodes.Option{{Target: "ship"}, {Target: "revise"}}, Value: "x"}, "ship", func(t *testing.T, o *nodes.Outcome) {
+			require.Equal(t, "A,R", o.ContextUpdates["human.gate.selected_all"])
+		}},
+		{"free_text", &nodes.Answer{Text: "ship it, but add docs"}, "ship", func(t *testing.T, o *nodes.Outcome) {
+			require.Equal(t, "ship it, but add docs", o.ContextUpdates["human.gate.text"])
+		}},
+		{"confirm", &nodes.Answer{Value: nodes.AnswerNo}, "revise", nil},
+		{"confirm", &nodes.Answer{Value: "yes"}, "ship", nil},
+		{"single_select", &nodes.Answer{Value: "R"}, "revise", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.qtype, func(t *testing.T) {
+			rec := &nodes.Recording{Inner: answer(tc.answer)}
+			o := gate(t, rec, `human.question_type="`+tc.qtype+`"`)
+			require.Equal(t, nodes.StatusSuccess, o.Status, o.FailureReason)
+			require.Equal(t, []string{tc.next}, o.SuggestedNextIDs)
+			ex := rec.Exchanges()
+			require.Len(t, ex, 1)
+			require.Equal(t, nodes.QuestionType(tc.qtype), ex[0].Question.Type)
+			require.Equal(t, "Ship it?", ex[0].Question.Text)
+			require.Equal(t, "gate", ex[0].Question.Stage)
+			if tc.check != nil {
+				tc.check(t, o)
+			}
+		})
+	}
+	rec := &nodes.Recording{Inner: nodes.AutoApprove{}}
+	gate(t, rec, "")
+	require.Equal(t, nodes.SingleSelect, rec.Exchanges()[0].Question.Type, "single select by default")
 }
 
-func TestConsoleInterviewer(t *testing.T) {
-	var out bytes.Buffer
-	c := nodes.Console(strings.NewReader("r\n"), &out)
-	a, err := c.Ask(context.Background(), &nodes.Question{Stage: "gate", Text: "Ship it?",
-		Options: []nodes.Option{{Key: "A", Label: "[A] Approve"}, {Key: "R", Label: "R) Revise"}}})
-	require.NoError(t, err)
-	require.Equal(t, "r", a.Value)
-	require.Contains(t, out.String(), "[gate] Ship it?")
-	require.Contains(t, out.String(), "[A] [A] Approve")
+func TestFreeTextWithoutEdges(t *testing.T) {
+	g := load(t, `digraph h { start [shape=Mdiamond]; gate [shape=hexagon, human.question_type="free_text"]; exit [shape=Msquare]; start -> gate; start -> exit }`)
+	r := registry(t, nodes.Deps{Interviewer: answer(&nodes.Answer{Text: "notes"})})
+	o := handle(t, r, input(t, g, "gate"))
+	require.Equal(t, nodes.StatusSuccess, o.Status)
+	require.Equal(t, "notes", o.ContextUpdates["human.gate.text"])
+	require.Equal(t, "notes", o.Response)
+}
 
-	c = nodes.Console(strings.NewReader("yes\n"), io.Discard)
-	a, err = c.Ask(context.Background(), &nodes.Question{Type: nodes.Confirm})
-	require.NoError(t, err)
-	require.Equal(t, nodes.AnswerYes, a.Value)
-
-	c = nodes.Console(strings.NewReader(""), io.Discard)
-	a, err = c.Ask(context.Background(), &nodes.Question{})
-	require.NoError(t, err)
-	require.Equal(t, nodes.AnswerSkipped, a.Value, "end of input is no answer")
-
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	c = nodes.Console(pr, io.Discard)
-	a, err = c.Ask(context.Background(), &nodes.Question{Timeout: time.Millisecond})
-	require.NoError(t, err)
-	require.Equal(t, nodes.AnswerTimeout, a.Value)
+// receive waits for a value on ch, failing the test after 10 seconds.
+func receive[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing arrived within 10s")
+		var zero T
+		return zero
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchyard/switchyard/edges"
 )
 
 // QuestionType is the kind of answer a question wants.
@@ -139,23 +141,61 @@ func (r *Recording) Exchanges() []Exchange {
 }
 
 // Console asks on a terminal: it prints the question with its keys to w
-// and reads one line from r per question.
+// and reads one line from r per question. Ask returns when a line arrives
+// or ctx ends (the human gate turns its timeout into ctx's end); a line
+// still being read then answers the next question, so no reader goroutine
+// is left behind per question. Closing r ends the last read.
 func Console(r io.Reader, w io.Writer) Interviewer {
 	return &console{in: bufio.NewReader(r), w: w}
 }
 
 type console struct {
-	mu sync.Mutex
-	in *bufio.Reader
-	w  io.Writer
+	mu      sync.Mutex
+	in      *bufio.Reader
+	w       io.Writer
+	pending chan consoleLine // a read an earlier Ask left running
+}
+
+type consoleLine struct {
+	s   string
+	err error
+}
+
+// read returns the channel of the next line, starting a read unless one is
+// pending.
+func (c *console) read() chan consoleLine {
+	if ch := c.pending; ch != nil {
+		c.pending = nil
+		return ch
+	}
+	ch := make(chan consoleLine, 1)
+	go func() { // ends when the reader returns a line or fails
+		s, err := c.in.ReadString('\n')
+		ch <- consoleLine{s, err}
+	}()
+	return ch
 }
 
 func (c *console) Ask(ctx context.Context, q *Question) (*Answer, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(c.w, "\n[%s] %s\n", q.Stage, q.Text)
 	for _, o := range q.Options {
-		fmt.Fprintf(c.w, "  [%s] %s\n", o.Key, o.Label)
+		label := o.Label
+		if k, rest := edges.Accelerator(label); k == o.Key && rest != "" {
+			label = rest
+		}
+		fmt.Fprintf(c.w, "  [%s] %s\n", o.Key, label)
+	}
+	if q.Default != "" {
+		fmt.Fprintf(c.w, "(default %s", q.Default)
+		if q.Timeout > 0 {
+			fmt.Fprintf(c.w, " after %s", q.Timeout)
+		}
+		fmt.Fprint(c.w, ")\n")
 	}
 	switch q.Type {
 	case Confirm:
@@ -167,26 +207,12 @@ func (c *console) Ask(ctx context.Context, q *Question) (*Answer, error) {
 	default:
 		fmt.Fprint(c.w, "> ")
 	}
-	type line struct {
-		s   string
-		err error
-	}
-	ch := make(chan line, 1)
-	go func() { // ends when the reader returns a line or fails
-		s, err := c.in.ReadString('\n')
-		ch <- line{s, err}
-	}()
-	var timeout <-chan time.Time
-	if q.Timeout > 0 {
-		t := time.NewTimer(q.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+	ch := c.read()
 	select {
 	case l := <-ch:
 		s := strings.TrimSpace(l.s)
 		if l.err != nil && s == "" {
-			return &Answer{Value: AnswerSkipped, At: time.Now()}, nil
+			return &Answer{Value: AnswerSkipped, By: "console", At: time.Now()}, nil
 		}
 		if q.Type == Confirm {
 			switch strings.ToLower(s) {
@@ -197,9 +223,9 @@ func (c *console) Ask(ctx context.Context, q *Question) (*Answer, error) {
 			}
 		}
 		return &Answer{Value: s, Text: s, By: "console", At: time.Now()}, nil
-	case <-timeout:
-		return &Answer{Value: AnswerTimeout, At: time.Now()}, nil
 	case <-ctx.Done():
+		c.pending = ch
+		fmt.Fprintln(c.w)
 		return nil, ctx.Err()
 	}
 }

@@ -156,7 +156,7 @@ func RegisterBuiltins(r *Registry, deps Deps) error {
 		{Type: "exit", Handler: Exit{}, Doc: "the exit point; goal gates are checked before it"},
 		{Type: "codergen", Handler: &Codergen{agents: ag}, Doc: "runs a coding agent on the node's prompt"},
 		{Type: "conditional", Handler: &Conditional{agents: ag}, Doc: "routes on the previous outcome, or on its own agent's verdict when it has a prompt"},
-		{Type: "wait.human", Handler: &Human{Interviewer: deps.Interviewer}, Doc: "asks a person to choose an outgoing edge"},
+		{Type: "wait.human", Handler: &Human{Interviewer: deps.Interviewer, Clock: deps.Clock}, Doc: "asks a person to choose an outgoing edge"},
 		{Type: "tool", Handler: Tool{}, Doc: "runs tool_command with sh -c"},
 		{Type: "parallel", Handler: Parallel{}, Doc: "fans out to every outgoing edge"},
 		{Type: "parallel.fan_in", Handler: FanIn{}, Doc: "joins parallel branches and merges what they learned"},
