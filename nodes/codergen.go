@@ -54,9 +54,9 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	if prompt == "" {
 		prompt = in.Node.Label()
 	}
-	name := in.Node.Attrs.String("llm_provider")
+	name := in.Node.LLMProvider()
 	if name == "" {
-		name = agent.InferProvider(in.Node.Attrs.String("llm_model"))
+		name = agent.InferProvider(in.Node.LLMModel())
 	}
 	if name == "" {
 		name = r.deps.DefaultProvider
@@ -85,11 +85,11 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	}
 	req := &agent.Request{
 		SessionID: in.SessionID, NodeID: in.Node.ID, Prompt: full,
-		Provider: name, Model: in.Node.Attrs.String("llm_model"),
+		Provider: name, Model: in.Node.LLMModel(),
 		ReasoningEffort: in.Node.Attrs.String("reasoning_effort"),
 		WorkDir:         in.WorkDir, StageDir: in.StageDir,
-		ThreadID: in.Node.Attrs.String("thread_id"), Fidelity: in.Node.Attrs.String("fidelity"),
-		Role: in.Node.Attrs.String("role"), AttemptID: in.AttemptID, Attrs: attrs,
+		ThreadID: in.Node.ThreadID(), Fidelity: in.Node.Fidelity(in.Graph),
+		Role: in.Node.Role(), AttemptID: in.AttemptID, Attrs: attrs,
 	}
 	res, err := p.Run(ctx, req, func(ev agent.Event) {
 		switch {
@@ -142,7 +142,11 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 // the run context (fidelity "compact", the spec's default).
 func buildPrompt(in *Input, prompt string) string {
 	var b strings.Builder
-	if goal := in.Context["graph.goal"]; goal != "" {
+	goal := in.Context["graph.goal"]
+	if goal == "" && in.Graph != nil {
+		goal = in.Graph.Goal()
+	}
+	if goal != "" {
 		fmt.Fprintf(&b, "Goal: %s\n\n", goal)
 	}
 	var keys []string

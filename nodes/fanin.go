@@ -3,18 +3,23 @@ package nodes
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // FanIn is the parallel.fan_in handler. The runtime fires it once with one
 // message per branch of the fork; it merges what every branch learned under
 // parallel.<branch>.<key>, writes parallel.results (each branch's status
-// and response) and chooses the best branch. It succeeds when every branch
-// succeeded, is partial_success when some failed and fails when all did.
-type FanIn struct{}
+// and response) and chooses the best branch: by status rank (success,
+// partial_success, retry, fail), then branch id; or, when the node has a
+// prompt, the branch its agent names with a BEST:<branch> line. It
+// succeeds when every branch succeeded, is partial_success when some failed
+// and fails when all did.
+type FanIn struct{ agents *agentRunner }
 
-var _ Handler = FanIn{}
+var _ Handler = (*FanIn)(nil)
 
 // branchResult is one entry of parallel.results.
 type branchResult struct {
@@ -41,7 +46,7 @@ func rank(s Status) int {
 }
 
 // Handle merges the branches.
-func (FanIn) Handle(_ context.Context, in *Input) (*Outcome, error) {
+func (h *FanIn) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	if len(in.Messages) == 0 {
 		return &Outcome{Status: StatusFail, FailureReason: "fan-in received no branch results"}, nil
 	}
@@ -80,16 +85,54 @@ func (FanIn) Handle(_ context.Context, in *Input) (*Outcome, error) {
 	})
 	data, _ := json.Marshal(results)
 	updates["parallel.results"] = string(data)
-	updates["parallel.fan_in.best_id"] = results[0].Branch
-	updates["parallel.fan_in.best_outcome"] = results[0].Status
-	o := &Outcome{Status: StatusSuccess, ContextUpdates: updates, Response: results[0].Response}
+	best := results[0]
+	var notes []string
+	var usage Usage
+	if strings.TrimSpace(in.Node.Prompt()) != "" && h.agents != nil {
+		pick, u, note := h.rank(ctx, in, results, string(data))
+		usage = u
+		if note != "" {
+			notes = append(notes, note)
+		}
+		for _, r := range results {
+			if r.Branch == pick {
+				best = r
+				updates["parallel.fan_in.ranked_by"] = "agent"
+			}
+		}
+	}
+	updates["parallel.fan_in.best_id"] = best.Branch
+	updates["parallel.fan_in.best_outcome"] = best.Status
+	o := &Outcome{Status: StatusSuccess, ContextUpdates: updates, Response: best.Response, Usage: usage}
 	switch {
 	case failed == len(in.Messages):
 		o.Status = StatusFail
 		o.FailureReason = "every branch failed"
 	case failed > 0:
 		o.Status = StatusPartial
-		o.Notes = "some branches failed"
+		notes = append(notes, "some branches failed")
 	}
+	o.Notes = strings.Join(notes, "; ")
 	return o, nil
+}
+
+var bestRE = regexp.MustCompile(`(?im)^\W*BEST\s*[:=]\s*([A-Za-z0-9_.-]+)`)
+
+// rank asks the node's agent to choose the best branch; pick is "" when it
+// named none (or failed, which the note says).
+func (h *FanIn) rank(ctx context.Context, in *Input, results []branchResult, resultsJSON string) (pick string, usage Usage, note string) {
+	ask := *in
+	ask.Prompt = in.Prompt + "\n\nThe parallel branches ended with these results (JSON):\n" + resultsJSON +
+		"\n\nAnswer with a line BEST:<branch> naming the best branch."
+	res, failed, err := h.agents.run(ctx, &ask)
+	switch {
+	case err != nil:
+		return "", usage, "ranking failed: " + err.Error()
+	case failed != nil:
+		return "", failed.Usage, "ranking failed: " + failed.FailureReason
+	}
+	if m := bestRE.FindStringSubmatch(res.Text); m != nil {
+		return m[1], res.Usage, ""
+	}
+	return "", res.Usage, "the ranking agent named no branch (BEST:<branch>)"
 }

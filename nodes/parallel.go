@@ -15,7 +15,9 @@ type Parallel struct{}
 
 var _ Handler = Parallel{}
 
-// Handle validates the node's settings and succeeds.
+// Handle validates the node's settings (join_policy must be wait_all,
+// max_parallel a whole number of at least 1) and succeeds, noting the
+// branches.
 func (Parallel) Handle(_ context.Context, in *Input) (*Outcome, error) {
 	out := in.Graph.Outgoing(in.Node.ID)
 	if len(out) == 0 {
@@ -23,6 +25,11 @@ func (Parallel) Handle(_ context.Context, in *Input) (*Outcome, error) {
 	}
 	if p := in.Node.Attrs.String("join_policy"); p != "" && p != "wait_all" {
 		return &Outcome{Status: StatusFail, FailureReason: "join_policy " + p + " is not supported: branches always join with wait_all"}, nil
+	}
+	if in.Node.Attrs.Has("max_parallel") {
+		if n, ok := in.Node.Attrs.Int("max_parallel"); !ok || n < 1 {
+			return &Outcome{Status: StatusFail, FailureReason: fmt.Sprintf("max_parallel must be a whole number of at least 1, not %q", in.Node.Attrs.String("max_parallel"))}, nil
+		}
 	}
 	var names []string
 	for _, e := range out {

@@ -159,7 +159,7 @@ func RegisterBuiltins(r *Registry, deps Deps) error {
 		{Type: "wait.human", Handler: &Human{Interviewer: deps.Interviewer, Clock: deps.Clock}, Doc: "asks a person to choose an outgoing edge"},
 		{Type: "tool", Handler: Tool{}, Doc: "runs tool_command with sh -c"},
 		{Type: "parallel", Handler: Parallel{}, Doc: "fans out to every outgoing edge"},
-		{Type: "parallel.fan_in", Handler: FanIn{}, Doc: "joins parallel branches and merges what they learned"},
+		{Type: "parallel.fan_in", Handler: &FanIn{agents: ag}, Doc: "joins parallel branches and merges what they learned"},
 		{Type: "stack.manager_loop", Handler: &Manager{Children: deps.Children, Clock: deps.Clock}, Doc: "runs and supervises a child pipeline"},
 	} {
 		if err := r.Register(info); err != nil {

@@ -3,6 +3,7 @@ package nodes
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,9 +17,12 @@ import (
 // Tool runs the node's tool_command with `sh -c` (spec 4.10). Exit status 0
 // is success with tool.output = stdout; anything else fails. The command
 // runs in its own process group, killed whole when the node's timeout or
-// the session ends. tool_hooks.pre (node, else graph) runs first: a
-// non-zero exit skips the call; tool_hooks.post runs after, its failure
-// only noted.
+// the session ends. Its stdout and stderr are saved as stdout.txt and
+// stderr.txt in the stage directory. Hooks (spec 9.7) run the same way and
+// read a JSON description of the call on stdin: tool_hooks.pre (node, else
+// graph) runs first, and a non-zero exit skips the call (outcome skipped);
+// tool_hooks.post runs after, with the exit code and output tails, its
+// failure only noted.
 type Tool struct{}
 
 var _ Handler = Tool{}
@@ -47,10 +51,18 @@ func (Tool) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		return in.Graph.Attrs.String(name)
 	}
 	var notes []string
+	call := hookCall{Node: in.Node.ID, Session: in.SessionID, AttemptID: in.AttemptID, Command: command,
+		WorkDir: dir, StageDir: in.StageDir, Phase: "pre"}
 	if pre := hook("tool_hooks.pre"); pre != "" {
-		res := runShell(ctx, pre, dir, env, command)
+		res := runShell(ctx, pre, dir, env, call.json())
 		if res.err != nil || res.code != 0 {
-			return &Outcome{Status: StatusSkipped, Notes: fmt.Sprintf("tool_hooks.pre exited %d: the tool call was skipped", res.code)}, nil
+			o := &Outcome{Status: StatusSkipped, Notes: fmt.Sprintf("tool_hooks.pre exited %d: the tool call was skipped", res.code),
+				ContextUpdates: map[string]string{"tool.skipped": "true"}}
+			if res.timedOut {
+				o.Status, o.FailureReason = StatusFail, "timeout: tool_hooks.pre was killed"
+			}
+			_ = WriteStatusFile(in.StageDir, o)
+			return o, nil
 		}
 	}
 	res := runShell(ctx, command, dir, env, "")
@@ -58,8 +70,9 @@ func (Tool) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		_ = writeStage(in.StageDir, "stdout.txt", res.stdout)
 		_ = writeStage(in.StageDir, "stderr.txt", res.stderr)
 	}
-	if post := hook("tool_hooks.post"); post != "" {
-		if pr := runShell(ctx, post, dir, env, res.stdout); pr.err != nil || pr.code != 0 {
+	if post := hook("tool_hooks.post"); post != "" && !res.timedOut {
+		call.Phase, call.ExitCode, call.Stdout, call.Stderr = "post", &res.code, tail(res.stdout, 4096), tail(res.stderr, 4096)
+		if pr := runShell(ctx, post, dir, env, call.json()); pr.err != nil || pr.code != 0 {
 			notes = append(notes, fmt.Sprintf("tool_hooks.post exited %d", pr.code))
 		}
 	}
@@ -84,6 +97,25 @@ func (Tool) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	}
 	_ = WriteStatusFile(in.StageDir, o)
 	return o, nil
+}
+
+// hookCall is the JSON a tool hook reads on stdin (spec 9.7).
+type hookCall struct {
+	Phase     string `json:"phase"` // pre or post
+	Node      string `json:"node"`
+	Session   string `json:"session"`
+	AttemptID string `json:"attempt_id"`
+	Command   string `json:"command"`
+	WorkDir   string `json:"work_dir"`
+	StageDir  string `json:"stage_dir"`
+	ExitCode  *int   `json:"exit_code,omitempty"` // post only
+	Stdout    string `json:"stdout,omitempty"`    // post only: its tail
+	Stderr    string `json:"stderr,omitempty"`    // post only: its tail
+}
+
+func (c hookCall) json() string {
+	b, _ := json.Marshal(c)
+	return string(b) + "\n"
 }
 
 type shellResult struct {
