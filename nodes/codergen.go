@@ -42,7 +42,12 @@ func resultOutcome(res *agent.Result) *Outcome {
 		o.Status = ParseStatus(res.Status)
 	case !res.Success:
 		o.Status = StatusFail
+	}
+	if o.Status == StatusFail {
 		o.FailureReason = "the agent reported failure"
+		if res.Notes != "" {
+			o.FailureReason += ": " + res.Notes
+		}
 	}
 	return o
 }

@@ -94,11 +94,15 @@ func (h *FanIn) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		if note != "" {
 			notes = append(notes, note)
 		}
+		found := pick == ""
 		for _, r := range results {
 			if r.Branch == pick {
-				best = r
+				best, found = r, true
 				updates["parallel.fan_in.ranked_by"] = "agent"
 			}
+		}
+		if !found {
+			notes = append(notes, "the ranking agent named an unknown branch "+strconv.Quote(pick))
 		}
 	}
 	updates["parallel.fan_in.best_id"] = best.Branch
