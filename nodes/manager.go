@@ -114,7 +114,7 @@ func (h *Manager) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		if st.State != "running" {
 			return childOutcome(st, updates), nil
 		}
-		if stop != nil && stop.Eval(cond.Env{Outcome: st.Outcome, Context: updates}) {
+		if stop != nil && stop.Eval(cond.Env{Outcome: st.Outcome, Context: stopContext(in.Context, updates)}) {
 			return &Outcome{Status: StatusSuccess, ContextUpdates: updates, Notes: "stop condition held"}, nil
 		}
 		if steer {
@@ -144,6 +144,19 @@ func (h *Manager) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	}
 	return &Outcome{Status: StatusFail, ContextUpdates: updates,
 		FailureReason: fmt.Sprintf("the child pipeline was still running after %d cycles (manager.max_cycles)", maxCycles)}, nil
+}
+
+// stopContext is what the stop condition reads: the run context with the
+// latest observation over it.
+func stopContext(run, updates map[string]string) map[string]string {
+	ctx := make(map[string]string, len(run)+len(updates))
+	for k, v := range run {
+		ctx[k] = v
+	}
+	for k, v := range updates {
+		ctx[k] = v
+	}
+	return ctx
 }
 
 func childOutcome(st ChildStatus, updates map[string]string) *Outcome {
