@@ -87,7 +87,7 @@ func (s *System) subscribeControl() error {
 func (s *System) Explain(node string) ExplainReply {
 	r := ExplainReply{Node: node}
 	if node != "" {
-		if s.cfg.Graph.Node(node) == nil {
+		if s.graph().Node(node) == nil {
 			r.Error = "no node " + node
 		} else {
 			r.Explain = s.sched.Explain(node)

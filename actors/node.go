@@ -64,29 +64,71 @@ type nodeActor struct {
 	ticket  *scheduler.Ticket
 	cancel  context.CancelFunc
 	firing  uint64
-	waiting string // why the head batch waits (in-flight cap, lock), "" when not
+	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
+	retiring bool   // removed by a live edit: stop once idle
 }
 
 var _ actor.Actor = (*nodeActor)(nil)
 
-func newNodeActor(s *System, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
+func newNodeActor(s *System, g *graph.Graph, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
 	a := &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{},
 		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
-	for _, e := range s.cfg.Graph.Incoming(n.ID) {
-		mode, err := edges.ParseMode(e.Attrs.String("delivery"))
-		if err != nil {
-			return nil, fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
-		}
-		window, _ := e.Attrs.Duration("debounce")
-		id := edges.EdgeID(e)
-		b, err := edges.New[*pb.Envelope](mode, window, s.clk, func() { s.wake(n.ID, &drain{}) })
-		if err != nil {
-			return nil, fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
-		}
-		a.buffers[id] = b
-		a.order = append(a.order, id)
+	if err := a.setEdges(g); err != nil {
+		return nil, err
 	}
 	return a, nil
+}
+
+// setEdges makes the buffers of the node's incoming edges in g: buffers of
+// edges that still exist are kept (with what they hold); buffers of edges
+// that are gone are closed and what they held is reported.
+func (a *nodeActor) setEdges(g *graph.Graph) error {
+	s, n := a.s, a.node
+	want := map[string]bool{"": true}
+	order := []string{""}
+	for _, e := range g.Incoming(n.ID) {
+		id := edges.EdgeID(e)
+		want[id] = true
+		order = append(order, id)
+		if a.buffers[id] != nil {
+			continue
+		}
+		mode, err := edges.ParseMode(e.Attrs.String("delivery"))
+		if err != nil {
+			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
+		}
+		window, _ := e.Attrs.Duration("debounce")
+		b, err := edges.New[*pb.Envelope](mode, window, s.clk, func() { s.wake(n.ID, &drain{}) })
+		if err != nil {
+			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
+		}
+		a.buffers[id] = b
+	}
+	for id, b := range a.buffers {
+		if !want[id] {
+			a.discard(b.Pending(), "its edge "+id+" was removed by a live edit")
+			b.Close()
+			delete(a.buffers, id)
+		}
+	}
+	a.order = order
+	return nil
+}
+
+// discard consumes envelopes that can no longer be delivered, on record.
+func (a *nodeActor) discard(envs []*pb.Envelope, why string) {
+	if len(envs) == 0 {
+		return
+	}
+	ids := make([]string, len(envs))
+	for i, e := range envs {
+		ids[i] = e.GetId()
+	}
+	a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, Message: strconv.Itoa(len(envs)) + " envelopes not delivered: " + why,
+		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
+	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: why}); err != nil {
+		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
+	}
 }
 
 // Receive never blocks: handlers run on goroutines owned by the System.
@@ -137,8 +179,18 @@ func (a *nodeActor) Receive(c actor.Context) {
 			a.cancel = nil
 		}
 		a.finish(m)
+		if a.retiring {
+			a.retired(c)
+			return
+		}
 		a.take()
 		a.tryFire(c)
+	case *reconfigure:
+		a.reconfigured(m)
+		a.take()
+		a.tryFire(c)
+	case *retire:
+		a.retired(c)
 	case *actor.Stopping:
 		for _, b := range a.buffers {
 			b.Close()
@@ -268,7 +320,7 @@ func (a *nodeActor) onNotice(kind string) {
 // tryFire starts the handler on the next ready batch if the node is idle
 // and the scheduler admits it.
 func (a *nodeActor) tryFire(c actor.Context) {
-	if a.running || len(a.queue) == 0 || a.s.stoppedNow() {
+	if a.running || a.retiring || len(a.queue) == 0 || a.s.stoppedNow() {
 		return
 	}
 	batch := a.queue[0]
@@ -325,7 +377,7 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string) {
 	a.s.Emit(&pb.Event{Kind: "node.refused", Node: a.node.ID, Message: reason,
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
 	var t *Terminal
-	if a.s.cfg.Graph.Kind() != "session" {
+	if a.s.graph().Kind() != "session" {
 		t = &Terminal{Status: "fail", Reason: reason, Final: true}
 	}
 	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
@@ -349,15 +401,18 @@ type job struct {
 	ctxKV   []*pb.KV          // the context after the firing, as a list
 	ctxKVOf map[string]string // the map ctxKV was made from
 
+	node *graph.Node   // the node as it was when the firing started (live edits)
+	h    nodes.Handler // its handler then
+
 	ticket  *scheduler.Ticket // the scheduler's admission of this firing
 	charged nodes.Usage       // usage already charged during the run
 	missing []string          // join inputs that did not arrive (join timeout, quorum)
 }
 
 func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
-	g := a.s.cfg.Graph
+	g := a.s.graph()
 	first := batch[0]
-	j := &job{batch: batch, firing: firing}
+	j := &job{batch: batch, firing: firing, node: a.node, h: a.h}
 	bs := first.GetBranches()
 	if a.typ == graph.TypeFanIn && len(bs) > 0 && bs[len(bs)-1].GetJoinNode() == a.node.ID {
 		// The join: continue from the fork's context, keeping the engine's

@@ -59,6 +59,9 @@ func (a *nodeActor) finish(m *runDone) {
 	ctx := job.ctx
 	bs := job.branches
 
+	a.s.editMu.RLock() // no live edit swaps the graph between routing and publishing
+	defer a.s.editMu.RUnlock()
+
 	// Context: the handler's updates, then the engine's keys (spec 3.2 step 4).
 	updates := make(map[string]string, len(o.ContextUpdates)+4)
 	for k, v := range o.ContextUpdates {
@@ -169,7 +172,7 @@ func summary(o *nodes.Outcome) string {
 // DESIGN decisions 3 and 6). It returns the envelopes to send and, when the
 // token's path ends, a Terminal.
 func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
-	g := a.s.cfg.Graph
+	g := a.s.graph()
 	env := edges.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs}
 	out := g.Outgoing(a.node.ID)
 
@@ -236,19 +239,19 @@ func (a *nodeActor) endOfPath(j *job, o *nodes.Outcome, ctx map[string]string, b
 		// A branch that ends before its fan-in still reports there.
 		return []hop{a.jump(j, join, o, ctx, bs)}, nil
 	}
-	if a.s.cfg.Graph.Kind() == "session" {
+	if a.s.graph().Kind() == "session" {
 		// A reactive session never ends by itself: the token's path does.
 		return nil, nil
 	}
 	if o.Status == nodes.StatusFail {
 		return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: len(bs) == 0}
 	}
-	return nil, &Terminal{Status: "success", Final: len(bs) == 0 && a.s.cfg.Graph.Kind() != "session"}
+	return nil, &Terminal{Status: "success", Final: len(bs) == 0 && a.s.graph().Kind() != "session"}
 }
 
 // exitRoute checks goal gates at the exit node (spec 3.4).
 func (a *nodeActor) exitRoute(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
-	g := a.s.cfg.Graph
+	g := a.s.graph()
 	var unsatisfied []*graph.Node
 	for _, n := range g.Nodes {
 		if !n.GoalGate() {
@@ -282,7 +285,7 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 	hops := make([]hop, 0, len(sel))
 	for _, e := range sel {
 		nb := append(cloneBranches(bs), &pb.Branch{ForkNode: a.node.ID, Branch: e.To, Base: base,
-			ForkId: forkID, Width: uint32(len(sel)), JoinNode: a.s.joins[a.node.ID]})
+			ForkId: forkID, Width: uint32(len(sel)), JoinNode: a.s.topo.Load().joins[a.node.ID]})
 		bctx := make(map[string]string, len(ctx)+1)
 		for k, v := range ctx {
 			bctx[k] = v

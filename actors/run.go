@@ -25,19 +25,18 @@ type runResult struct {
 // run executes the handler on a System goroutine, retrying as the node's
 // policy says (spec 3.5, DESIGN decision 2). It never panics.
 func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
-	g := a.s.cfg.Graph
-	maxRetries, backoff := retryPolicy(g, a.node)
+	maxRetries, backoff := retryPolicy(j.in.Graph, j.node)
 	if a.s.cfg.Backoff != nil {
 		backoff = a.s.cfg.Backoff
 	}
-	retryOnFail := a.node.Attrs.Bool("retry_on_fail")
+	retryOnFail := j.node.Attrs.Bool("retry_on_fail")
 	start := a.s.clk.Now()
 	for attempt := 1; ; attempt++ {
 		in := j.in
 		in.Attempt = attempt
-		in.AttemptID = fmt.Sprintf("%s/%s/%d/%d", a.s.cfg.SessionID, a.node.ID, j.firing, attempt)
+		in.AttemptID = fmt.Sprintf("%s/%s/%d/%d", a.s.cfg.SessionID, j.node.ID, j.firing, attempt)
 		in.Emit = func(kind string, fields map[string]any) {
-			ev := &pb.Event{Kind: kind, Node: a.node.ID}
+			ev := &pb.Event{Kind: kind, Node: j.node.ID}
 			keys := make([]string, 0, len(fields))
 			for k := range fields {
 				keys = append(keys, k)
@@ -56,7 +55,7 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 			j.charged = j.charged.Add(u)
 			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
 		}
-		o := a.call(ctx, &in)
+		o := a.call(ctx, j, &in)
 		if ctx.Err() != nil && !o.Status.IsSuccess() {
 			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
 				o.FailureReason = cause.Error()
@@ -70,7 +69,7 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
 		if retryable && attempt <= maxRetries {
 			delay := backoff(attempt)
-			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: a.node.ID, Status: string(o.Status),
+			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: j.node.ID, Status: string(o.Status),
 				Attempts: uint32(attempt), Message: o.FailureReason,
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})
 			if !a.wait(ctx, delay) {
@@ -80,7 +79,7 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 		}
 		if o.Status == nodes.StatusRetry {
 			// Retries exhausted (spec 3.5): partial success when allowed.
-			if a.node.Attrs.Bool("allow_partial") {
+			if j.node.Attrs.Bool("allow_partial") {
 				o.Status = nodes.StatusPartial
 			} else {
 				o.Status = nodes.StatusFail
@@ -110,8 +109,8 @@ func (a *nodeActor) wait(ctx context.Context, d time.Duration) bool {
 
 // call runs the handler once with the node's timeout, turning errors and
 // panics into failed outcomes.
-func (a *nodeActor) call(ctx context.Context, in *nodes.Input) (o *nodes.Outcome) {
-	if d, ok := a.node.Timeout(); ok && d > 0 {
+func (a *nodeActor) call(ctx context.Context, j *job, in *nodes.Input) (o *nodes.Outcome) {
+	if d, ok := j.node.Timeout(); ok && d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
@@ -122,7 +121,7 @@ func (a *nodeActor) call(ctx context.Context, in *nodes.Input) (o *nodes.Outcome
 				FailureReason: fmt.Sprintf("handler panicked: %v\n%s", r, debug.Stack())}
 		}
 	}()
-	out, err := a.h.Handle(ctx, in)
+	out, err := j.h.Handle(ctx, in)
 	if err != nil {
 		reason := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {

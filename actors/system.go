@@ -80,8 +80,16 @@ type System struct {
 	wg      sync.WaitGroup
 
 	seq   atomic.Uint64 // event sequence
-	joins map[string]string
+	topo  atomic.Pointer[topology]
 	sched *scheduler.Scheduler
+	// subsBy holds the subscriptions of node inboxes and edges, by subject
+	// (guarded by mu); live edits add and remove them.
+	subsBy  map[string]*nats.Subscription
+	version atomic.Uint64 // the graph's version: 1, then +1 per live edit
+	// editMu is held (read) by a node from choosing its edges to publishing
+	// on them, and (write) by a live edit while it swaps the graph, so no
+	// envelope is published on an edge the edit removed.
+	editMu sync.RWMutex
 
 	dedup *dedupWindow // envelope ids delivered recently
 
@@ -114,7 +122,9 @@ func New(cfg Config) (*System, error) {
 		ctx: ctx, cancel: cancel,
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
-	s.joins = joinNodes(cfg.Graph)
+	s.topo.Store(&topology{g: cfg.Graph, joins: joinNodes(cfg.Graph)})
+	s.version.Store(1)
+	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
 	s.evq, s.evDone = make(chan *pb.Event, 8192), make(chan struct{})
 	go s.publishEvents() // stopped by Stop, which closes evq and waits for evDone
@@ -131,7 +141,7 @@ func New(cfg Config) (*System, error) {
 		s.sched.Restore(*cfg.Restore)
 	}
 	for _, n := range cfg.Graph.Nodes {
-		if err := s.spawn(n); err != nil {
+		if err := s.spawn(cfg.Graph, n); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -192,20 +202,29 @@ func (s *System) emitScheduler(evs []scheduler.Event) {
 // Scheduler returns the session's scheduler (gate states, explain).
 func (s *System) Scheduler() *scheduler.Scheduler { return s.sched }
 
-func (s *System) spawn(n *graph.Node) error {
-	typ := s.cfg.Graph.HandlerType(n)
+// resolve finds a node's handler: its type, else (an unregistered explicit
+// type) the shape table's (spec 4.2).
+func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, error) {
+	typ := g.HandlerType(n)
 	h, ok := s.cfg.Registry.Lookup(typ)
 	if !ok {
-		// An unregistered explicit type falls back to the shape table (spec 4.2).
 		n2 := *n
 		n2.Attrs = n.Attrs.Clone()
 		delete(n2.Attrs, "type")
-		typ = s.cfg.Graph.HandlerType(&n2)
+		typ = g.HandlerType(&n2)
 		if h, ok = s.cfg.Registry.Lookup(typ); !ok {
-			return fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
+			return "", nil, fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
 		}
 	}
-	a, err := newNodeActor(s, n, typ, h)
+	return typ, h, nil
+}
+
+func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
+	typ, h, err := s.resolve(g, n)
+	if err != nil {
+		return err
+	}
+	a, err := newNodeActor(s, g, n, typ, h)
 	if err != nil {
 		return fmt.Errorf("actors: node %s: %w", n.ID, err)
 	}
@@ -218,23 +237,67 @@ func (s *System) spawn(n *graph.Node) error {
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
-	subjects := map[string]string{broker.NodeIn(s.cfg.SessionID, n.ID): ""}
-	for _, e := range s.cfg.Graph.Incoming(n.ID) {
-		subjects[broker.Edge(s.cfg.SessionID, edges.EdgeID(e))] = edges.EdgeID(e)
+	if err := s.subscribe(pid, broker.NodeIn(s.cfg.SessionID, n.ID), ""); err != nil {
+		return err
 	}
-	for subj, edgeID := range subjects {
-		edgeID := edgeID
-		sub, err := s.cfg.Conn.Subscribe(subj, func(m *nats.Msg) { s.deliver(pid, edgeID, m) })
-		if err != nil {
-			return fmt.Errorf("actors: subscribe %s: %w", subj, err)
+	for _, e := range g.Incoming(n.ID) {
+		if err := s.subscribe(pid, broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), edges.EdgeID(e)); err != nil {
+			return err
 		}
-		_ = sub.SetPendingLimits(-1, -1)
-		s.mu.Lock()
-		s.subs = append(s.subs, sub)
-		s.mu.Unlock()
 	}
 	return nil
 }
+
+// subscribe bridges a subject into an actor's mailbox.
+func (s *System) subscribe(pid *actor.PID, subj, edgeID string) error {
+	sub, err := s.cfg.Conn.Subscribe(subj, func(m *nats.Msg) { s.deliver(pid, edgeID, m) })
+	if err != nil {
+		return fmt.Errorf("actors: subscribe %s: %w", subj, err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	s.mu.Lock()
+	s.subsBy[subj] = sub
+	s.mu.Unlock()
+	return nil
+}
+
+// drainSubject ends a subject's bridge after every message already
+// received on it has been handed to the actor's mailbox.
+func (s *System) drainSubject(subj string) {
+	s.mu.Lock()
+	sub := s.subsBy[subj]
+	delete(s.subsBy, subj)
+	s.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	closed := sub.StatusChanged(nats.SubscriptionClosed)
+	if err := sub.Drain(); err != nil {
+		_ = sub.Unsubscribe()
+		return
+	}
+	_ = s.cfg.Conn.Flush()
+	select {
+	case <-closed:
+	case <-s.ctx.Done():
+	}
+}
+
+// topology is the graph a session runs and what is derived from it; a
+// live edit replaces it whole.
+type topology struct {
+	g     *graph.Graph
+	joins map[string]string
+}
+
+// graph is the current graph.
+func (s *System) graph() *graph.Graph { return s.topo.Load().g }
+
+// Graph returns the graph the session runs now.
+func (s *System) Graph() *graph.Graph { return s.graph() }
+
+// Version is the graph's version: 1, then one more per live edit.
+func (s *System) Version() uint64 { return s.version.Load() }
 
 // deliver runs on the NATS subscription goroutine: it decodes the envelope
 // and hands it to the actor's mailbox. A malformed envelope is rejected with
@@ -363,6 +426,10 @@ func (s *System) Stop() {
 	}
 	s.stopped = true
 	subs := s.subs
+	for _, sub := range s.subsBy {
+		subs = append(subs, sub)
+	}
+	s.subsBy = map[string]*nats.Subscription{}
 	pids := make([]*actor.PID, 0, len(s.pids))
 	for _, p := range s.pids {
 		pids = append(pids, p)

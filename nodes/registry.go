@@ -22,9 +22,15 @@ var ErrDuplicate = errors.New("nodes: handler type already registered")
 type Info struct {
 	// Type is the dotted id nodes name with `type=` or through the shape
 	// table: letters, digits and underscores, in dot-separated segments.
-	Type    string
+	Type string
+	// Handler runs the type's nodes; it is shared by every node of the
+	// type and must be safe for concurrent use.
 	Handler Handler
-	Doc     string
+	// New builds the handler when Handler is nil; it is called once, at
+	// registration.
+	New func() Handler
+	// Doc is a one-line description (shown by `switchyard types`...).
+	Doc string
 }
 
 // Validator is implemented by handlers that check their configuration when
@@ -77,6 +83,9 @@ func (r *Registry) add(info Info, replace bool) error {
 	if !ValidType(info.Type) {
 		return fmt.Errorf("%w: %q", ErrInvalidType, info.Type)
 	}
+	if info.Handler == nil && info.New != nil {
+		info.Handler = info.New()
+	}
 	if info.Handler == nil {
 		return fmt.Errorf("nodes: type %q has no handler", info.Type)
 	}
@@ -100,6 +109,14 @@ func (r *Registry) Lookup(t string) (Handler, bool) {
 	defer r.mu.RUnlock()
 	info, ok := r.infos[t]
 	return info.Handler, ok
+}
+
+// Info returns what was registered for a type.
+func (r *Registry) Info(t string) (Info, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	info, ok := r.infos[t]
+	return info, ok
 }
 
 // Types lists the registered types in order.

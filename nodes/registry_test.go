@@ -57,6 +57,41 @@ func TestRegisterAndReplace(t *testing.T) {
 	require.False(t, ok)
 	require.NoError(t, r.Replace(nodes.Info{Type: "brand.new", Handler: noop}), "Replace also adds")
 	require.Contains(t, r.Types(), "brand.new")
+
+	built := 0
+	require.NoError(t, r.Register(nodes.Info{Type: "made.by_new", Doc: "built once", New: func() nodes.Handler { built++; return noop }}))
+	require.Equal(t, 1, built)
+	info, ok := r.Info("made.by_new")
+	require.True(t, ok)
+	require.Equal(t, "built once", info.Doc)
+	require.NotNil(t, info.Handler)
+	info, ok = r.Info("codergen")
+	require.True(t, ok)
+	require.Equal(t, "mine", info.Doc)
+	_, ok = r.Info("missing")
+	require.False(t, ok)
+	require.Error(t, r.Register(nodes.Info{Type: "nil.new", New: func() nodes.Handler { return nil }}))
+}
+
+func TestBuiltinDocs(t *testing.T) {
+	r := registry(t, nodes.Deps{})
+	for _, typ := range r.Types() {
+		info, ok := r.Info(typ)
+		require.True(t, ok)
+		require.NotEmpty(t, info.Doc, typ)
+	}
+}
+
+func TestStartAndExit(t *testing.T) {
+	g := load(t, `digraph s { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`)
+	r := registry(t, nodes.Deps{})
+	for _, id := range []string{"start", "exit"} {
+		t.Run(id, func(t *testing.T) {
+			o := handle(t, r, input(t, g, id))
+			require.Equal(t, nodes.StatusSuccess, o.Status)
+			require.Empty(t, o.ContextUpdates)
+		})
+	}
 }
 
 // validated is a handler whose Validate returns err.

@@ -1,0 +1,225 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
+)
+
+// Edit is what a live edit changed.
+type Edit struct {
+	Version                 uint64
+	Added, Removed, Changed []string
+	EdgesAdded, EdgesGone   []string
+}
+
+// reconfigure gives a kept node its new definition; it applies from the
+// node's next firing.
+type reconfigure struct {
+	g    *graph.Graph
+	node *graph.Node
+	typ  string
+	h    nodes.Handler
+	held []scheduler.Input // what the node's old gate held, to offer again
+}
+
+// retire removes a node: it finishes its current work and stops.
+type retire struct{}
+
+// ApplyEdit replaces the running graph by g (already validated): added
+// nodes start, removed nodes finish their current work and stop, changed
+// nodes apply their new attributes from their next firing, and edges that
+// still exist keep what is buffered on them. It refuses, changing nothing,
+// a graph whose nodes have no handler or whose scheduling is invalid.
+func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
+	if s.stoppedNow() {
+		return nil, ErrStopped
+	}
+	if g.Kind() != s.graph().Kind() {
+		return nil, errors.New("actors: a live edit cannot change the graph's kind")
+	}
+	g = withReverseEdges(g)
+	scfg, err := scheduler.ConfigFrom(g)
+	if err != nil {
+		return nil, err
+	}
+	type resolved struct {
+		typ string
+		h   nodes.Handler
+	}
+	handlers := map[string]resolved{}
+	for _, n := range g.Nodes {
+		typ, h, err := s.resolve(g, n)
+		if err != nil {
+			return nil, err
+		}
+		handlers[n.ID] = resolved{typ, h}
+	}
+	old := s.graph()
+	ed := &Edit{}
+	for _, n := range g.Nodes {
+		if o := old.Node(n.ID); o == nil {
+			ed.Added = append(ed.Added, n.ID)
+		} else if !sameAttrs(o.Attrs, n.Attrs) || strings.Join(incomingIDs(old, n.ID), ",") != strings.Join(incomingIDs(g, n.ID), ",") {
+			ed.Changed = append(ed.Changed, n.ID)
+		}
+	}
+	for _, n := range old.Nodes {
+		if g.Node(n.ID) == nil {
+			ed.Removed = append(ed.Removed, n.ID)
+		}
+	}
+	oldEdges, newEdges := edgeSet(old), edgeSet(g)
+	for id := range newEdges {
+		if !oldEdges[id] {
+			ed.EdgesAdded = append(ed.EdgesAdded, id)
+		}
+	}
+	for id := range oldEdges {
+		if !newEdges[id] {
+			ed.EdgesGone = append(ed.EdgesGone, id)
+		}
+	}
+	sort.Strings(ed.EdgesAdded)
+	sort.Strings(ed.EdgesGone)
+
+	held, err := s.sched.Reconfigure(scfg)
+	if err != nil {
+		return nil, err
+	}
+	s.editMu.Lock()
+	s.topo.Store(&topology{g: g, joins: joinNodes(g)})
+	s.editMu.Unlock()
+	// From here no node routes on a removed edge; what was already sent on
+	// one reaches its actor before the actor learns of the edit, and is
+	// delivered or reported there.
+	for _, id := range ed.EdgesGone {
+		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
+	}
+	for _, id := range ed.Removed {
+		s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
+		s.wake(id, &retire{})
+	}
+	for _, n := range g.Nodes {
+		if contains(ed.Added, n.ID) {
+			continue
+		}
+		r := handlers[n.ID]
+		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
+	}
+	for _, id := range ed.Added {
+		if err := s.spawn(g, g.Node(id)); err != nil {
+			return nil, fmt.Errorf("actors: live edit: %w", err)
+		}
+	}
+	for _, id := range ed.EdgesAdded {
+		e := edgeByID(g, id)
+		if e == nil || contains(ed.Added, e.To) {
+			continue // a new node subscribed to its own edges
+		}
+		s.mu.Lock()
+		pid := s.pids[e.To]
+		s.mu.Unlock()
+		if err := s.subscribe(pid, broker.Edge(s.cfg.SessionID, id), id); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.cfg.Conn.Flush(); err != nil {
+		return nil, err
+	}
+	ed.Version = s.version.Add(1)
+	s.Emit(&pb.Event{Kind: "session.edited", Message: fmt.Sprintf("version %d: %d added, %d removed, %d changed",
+		ed.Version, len(ed.Added), len(ed.Removed), len(ed.Changed)),
+		Attrs: []*pb.KV{{Key: "version", Value: fmt.Sprint(ed.Version)}, {Key: "added", Value: strings.Join(ed.Added, ",")},
+			{Key: "removed", Value: strings.Join(ed.Removed, ",")}, {Key: "changed", Value: strings.Join(ed.Changed, ",")}}})
+	return ed, nil
+}
+
+// reconfigured applies a reconfigure message on the actor's goroutine.
+func (a *nodeActor) reconfigured(m *reconfigure) {
+	a.node, a.typ, a.h = m.node, m.typ, m.h
+	if err := a.setEdges(m.g); err != nil {
+		a.s.log.Error("actors: live edit", "node", a.node.ID, "err", err)
+	}
+	for _, in := range m.held {
+		a.offer(in.Edge, in.Item.(*pb.Envelope))
+	}
+}
+
+// retired stops the node once it is idle; what it still holds is reported.
+func (a *nodeActor) retired(c actor.Context) {
+	a.retiring = true
+	if a.running {
+		return // finish() completes the current work first
+	}
+	for _, b := range a.buffers {
+		a.discard(b.Pending(), "node "+a.node.ID+" was removed by a live edit")
+		b.Close()
+	}
+	for _, batch := range a.queue {
+		a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
+	}
+	a.queue = nil
+	a.s.mu.Lock()
+	delete(a.s.pids, a.node.ID)
+	a.s.mu.Unlock()
+	a.s.Emit(&pb.Event{Kind: "node.removed", Node: a.node.ID})
+	c.Stop(c.Self())
+}
+
+func sameAttrs(a, b graph.Attrs) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w.Text != v.Text {
+			return false
+		}
+	}
+	return true
+}
+
+func incomingIDs(g *graph.Graph, node string) []string {
+	var out []string
+	for _, e := range g.Incoming(node) {
+		out = append(out, edges.EdgeID(e))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func edgeSet(g *graph.Graph) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range g.Edges {
+		out[edges.EdgeID(e)] = true
+	}
+	return out
+}
+
+func edgeByID(g *graph.Graph, id string) *graph.Edge {
+	for _, e := range g.Edges {
+		if edges.EdgeID(e) == id {
+			return e
+		}
+	}
+	return nil
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
