@@ -55,15 +55,15 @@ type nodeActor struct {
 	typ  string
 	h    nodes.Handler
 
-	buffers map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
-	order   []string                              // buffer keys in a fixed order
-	queue   [][]*pb.Envelope                      // batches ready to fire, in arrival order
-	joins   map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
-	running bool
-	cur     *job // the firing in progress
-	ticket  *scheduler.Ticket
-	cancel  context.CancelFunc
-	firing  uint64
+	buffers  map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
+	order    []string                              // buffer keys in a fixed order
+	queue    [][]*pb.Envelope                      // batches ready to fire, in arrival order
+	joins    map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
+	running  bool
+	cur      *job // the firing in progress
+	ticket   *scheduler.Ticket
+	cancel   context.CancelFunc
+	firing   uint64
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
 }
