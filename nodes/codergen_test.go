@@ -220,3 +220,24 @@ func TestReadStatusFileMissing(t *testing.T) {
 	require.False(t, ok)
 	require.Nil(t, sf)
 }
+
+func TestCodergenForwardsEvents(t *testing.T) {
+	g := load(t, codergenGraph)
+	p := &scripted{run: func(req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
+		onEvent(agent.Event{Kind: "text", Text: "thinking"})
+		onEvent(agent.Event{Kind: "tool_call", Tool: "bash"})
+		onEvent(agent.Event{Kind: "usage", Usage: agent.Usage{InputTokens: 4}})
+		onEvent(agent.Event{Kind: "usage", Usage: agent.Usage{InputTokens: 6}})
+		return &agent.Result{Text: "done", Success: true, Usage: agent.Usage{InputTokens: 10}}, nil
+	}}
+	r := registry(t, nodes.Deps{Providers: providers(p, nil)})
+	in := input(t, g, "work")
+	var emitted []string
+	var usage agent.Usage
+	in.Emit = func(kind string, fields map[string]any) { emitted = append(emitted, kind+":"+fields["tool"].(string)) }
+	in.OnUsage = func(u agent.Usage) { usage = usage.Add(u) }
+	o := handle(t, r, in)
+	require.Equal(t, []string{"agent.tool_call:bash"}, emitted)
+	require.Equal(t, agent.Usage{InputTokens: 10}, usage)
+	require.Equal(t, usage, o.Usage, "the outcome's usage is the run's total")
+}

@@ -2,7 +2,6 @@ package nodes
 
 import (
 	"context"
-	"regexp"
 	"strings"
 )
 
@@ -41,21 +40,62 @@ func (h *Conditional) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	return h.agents.finish(in, res, o)
 }
 
-var markerRE = regexp.MustCompile(`(?i)\bOUTCOME\s*[:=]\s*(PASS|SUCCESS|FAIL)\b`)
-
 // DetectOutcomeMarker finds OUTCOME:PASS, OUTCOME:SUCCESS or OUTCOME:FAIL
-// (case-insensitive, ':' or '=') in an agent's text. FAIL wins when both
-// kinds appear.
+// (case-insensitive, ':' or '=', spaces allowed around it) as whole words
+// in an agent's text. FAIL wins when both kinds appear.
 func DetectOutcomeMarker(text string) (Status, bool) {
 	found := false
-	for _, m := range markerRE.FindAllStringSubmatch(text, -1) {
-		if strings.EqualFold(m[1], "FAIL") {
-			return StatusFail, true
+	for i := 0; i < len(text); {
+		j := strings.IndexAny(text[i:], "oO")
+		if j < 0 {
+			break
 		}
-		found = true
+		i += j
+		if verdict, ok := markerAt(text, i); ok {
+			if verdict == StatusFail {
+				return StatusFail, true
+			}
+			found = true
+		}
+		i++
 	}
 	if found {
 		return StatusSuccess, true
 	}
 	return "", false
+}
+
+// markerAt reads a marker starting at text[i].
+func markerAt(text string, i int) (Status, bool) {
+	const word = "outcome"
+	if len(text)-i < len(word) || !strings.EqualFold(text[i:i+len(word)], word) || (i > 0 && isWordByte(text[i-1])) {
+		return "", false
+	}
+	j := skipSpace(text, i+len(word))
+	if j >= len(text) || (text[j] != ':' && text[j] != '=') {
+		return "", false
+	}
+	j = skipSpace(text, j+1)
+	k := j
+	for k < len(text) && isWordByte(text[k]) {
+		k++
+	}
+	switch v := text[j:k]; {
+	case strings.EqualFold(v, "fail"):
+		return StatusFail, true
+	case strings.EqualFold(v, "pass"), strings.EqualFold(v, "success"):
+		return StatusSuccess, true
+	}
+	return "", false
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\f') {
+		i++
+	}
+	return i
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

@@ -1,7 +1,10 @@
 package nodes_test
 
 import (
+	"regexp"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,6 +32,15 @@ func TestDetectOutcomeMarker(t *testing.T) {
 		{"OUTCOME:PASSED", "", false},
 		{"OUTCOME:MAYBE", "", false},
 		{"", "", false},
+		{"OUTCOME", "", false},
+		{"OUTCOME:", "", false},
+		{"XOUTCOME:PASS", "", false},
+		{"my_outcome:fail", "", false},
+		{"(OUTCOME : fail)", nodes.StatusFail, true},
+		{"outcome:\nPASS", nodes.StatusSuccess, true},
+		{"OUTCOME:PASS_ALL", "", false},
+		{"OUTCOME:pass.", nodes.StatusSuccess, true},
+		{"Outcome: unknown. OUTCOME=SUCCESS", nodes.StatusSuccess, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.text, func(t *testing.T) {
@@ -101,4 +113,37 @@ func TestConditionalHybrid(t *testing.T) {
 			require.Equal(t, string(tc.want), sf.Outcome)
 		})
 	}
+}
+
+// referenceMarker is DetectOutcomeMarker written as a regular expression.
+var referenceMarker = regexp.MustCompile(`(?i)\bOUTCOME\s*[:=]\s*(PASS|SUCCESS|FAIL)\b`)
+
+func reference(text string) (nodes.Status, bool) {
+	found := false
+	for _, m := range referenceMarker.FindAllStringSubmatch(text, -1) {
+		if strings.EqualFold(m[1], "fail") {
+			return nodes.StatusFail, true
+		}
+		found = true
+	}
+	if found {
+		return nodes.StatusSuccess, true
+	}
+	return "", false
+}
+
+// FuzzDetectOutcomeMarker checks the scanner against the regular expression.
+func FuzzDetectOutcomeMarker(f *testing.F) {
+	for _, s := range []string{"OUTCOME:PASS", "outcome = fail", "xoutcome:pass", "OUTCOME:\tSUCCESS!", "OUTCOMEOUTCOME:FAIL", "Outcome:Passed", "ooutcome=pass"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) {
+			t.Skip() // the regexp reads invalid bytes as U+FFFD
+		}
+		gotS, gotOK := nodes.DetectOutcomeMarker(text)
+		wantS, wantOK := reference(text)
+		require.Equal(t, wantOK, gotOK, "%q", text)
+		require.Equal(t, wantS, gotS, "%q", text)
+	})
 }

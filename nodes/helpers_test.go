@@ -13,7 +13,7 @@ import (
 	"github.com/switchyard/switchyard/nodes/agent"
 )
 
-func load(t *testing.T, src string) *graph.Graph {
+func load(t testing.TB, src string) *graph.Graph {
 	t.Helper()
 	g, diags := graph.Load("t.dot", []byte(src))
 	require.False(t, diags.HasErrors(), "%v", diags)
@@ -30,7 +30,7 @@ func input(t *testing.T, g *graph.Graph, node string) *nodes.Input {
 		Prompt: n.Prompt(), LogsDir: dir, StageDir: filepath.Join(dir, node), WorkDir: dir, Attempt: 1, AttemptID: "s1/" + node + "/1/1"}
 }
 
-func registry(t *testing.T, deps nodes.Deps) *nodes.Registry {
+func registry(t testing.TB, deps nodes.Deps) *nodes.Registry {
 	t.Helper()
 	r := nodes.NewRegistry()
 	require.NoError(t, nodes.RegisterBuiltins(r, deps))
@@ -87,7 +87,7 @@ func answering(res *agent.Result, err error) *scripted {
 
 // loadLoose loads a graph whatever its diagnostics say: handlers must
 // cope with attributes validation would refuse.
-func loadLoose(t *testing.T, src string) (*graph.Graph, graph.Diagnostics) {
+func loadLoose(t testing.TB, src string) (*graph.Graph, graph.Diagnostics) {
 	t.Helper()
 	g, diags := graph.Load("t.dot", []byte(src))
 	require.NotNil(t, g, "%v", diags)
