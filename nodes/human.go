@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -67,9 +68,10 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		return &Outcome{Status: StatusFail, FailureReason: "no interviewer configured for human gates"}, nil
 	}
 	opts := Choices(in.Graph, in.Node.ID)
-	qt := QuestionType(in.Node.Attrs.String("human.question_type"))
-	if qt == "" {
-		qt = SingleSelect
+	qt, ok := ParseQuestionType(in.Node.Attrs.String("human.question_type"))
+	if !ok {
+		return &Outcome{Status: StatusFail, FailureReason: fmt.Sprintf("human.question_type %q: want single_select, multi_select, free_text or confirm",
+			in.Node.Attrs.String("human.question_type"))}, nil
 	}
 	if len(opts) == 0 && qt != FreeText {
 		return &Outcome{Status: StatusFail, FailureReason: "human gate " + in.Node.ID + " has no outgoing edges to choose from"}, nil
@@ -171,6 +173,23 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	updates["human.gate.label"] = choice.Label
 	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
 		ContextUpdates: updates, Response: choice.Label}, nil
+}
+
+// ParseQuestionType reads a question type: ours (single_select,
+// multi_select, free_text, confirm) or the spec's names (multiple_choice,
+// freeform, yes_no, confirmation), in any case; "" is single_select.
+func ParseQuestionType(s string) (QuestionType, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "single_select", "single", "multiple_choice", "choice":
+		return SingleSelect, true
+	case "multi_select", "multi":
+		return MultiSelect, true
+	case "free_text", "freeform", "free_form", "text":
+		return FreeText, true
+	case "confirm", "confirmation", "yes_no":
+		return Confirm, true
+	}
+	return "", false
 }
 
 // ask asks the interviewer, answering TIMEOUT when the question's timeout

@@ -254,7 +254,7 @@ func TestQuestionTypes(t *testing.T) {
 			}
 		})
 	}
-	rec := &nodes.Recording{Inner: nodes.AutoApprove{}}
+	rec := nodes.NewRecording(nodes.AutoApprove{})
 	gate(t, rec, "")
 	require.Equal(t, nodes.SingleSelect, rec.Exchanges()[0].Question.Type, "single select by default")
 }
@@ -279,4 +279,28 @@ func receive[T any](t *testing.T, ch <-chan T) T {
 		var zero T
 		return zero
 	}
+}
+
+func TestParseQuestionType(t *testing.T) {
+	tests := []struct {
+		in   string
+		want nodes.QuestionType
+		ok   bool
+	}{
+		{"", nodes.SingleSelect, true}, {"single_select", nodes.SingleSelect, true}, {"MULTIPLE_CHOICE", nodes.SingleSelect, true},
+		{"multi_select", nodes.MultiSelect, true}, {"free_text", nodes.FreeText, true}, {"FREEFORM", nodes.FreeText, true},
+		{"confirm", nodes.Confirm, true}, {"YES_NO", nodes.Confirm, true}, {"confirmation", nodes.Confirm, true},
+		{"essay", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, ok := nodes.ParseQuestionType(tc.in)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	g, _ := loadLoose(t, strings.Replace(gateGraph, `human.default_choice="R"`, `human.question_type="essay"`, 1))
+	o := handle(t, registry(t, nodes.Deps{Interviewer: nodes.AutoApprove{}}), input(t, g, "gate"))
+	require.Equal(t, nodes.StatusFail, o.Status)
+	require.Contains(t, o.FailureReason, "human.question_type")
 }

@@ -118,6 +118,9 @@ type Recording struct {
 	log   []Exchange
 }
 
+// NewRecording records the exchanges of inner.
+func NewRecording(inner Interviewer) *Recording { return &Recording{Inner: inner} }
+
 // Exchange is one recorded question and answer.
 type Exchange struct {
 	Question Question
