@@ -346,7 +346,11 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	job := a.prepare(batch, firing)
 	job.ticket = t
 	a.cur = job
-	ctx, cancelCause := context.WithCancelCause(a.s.ctx)
+	base := a.s.ctx
+	if len(job.caller) > 0 {
+		base = nodes.WithCaller(base, CallerOf(job.caller))
+	}
+	ctx, cancelCause := context.WithCancelCause(base)
 	cancel := func() { cancelCause(errBudgetCancel) }
 	if !t.Deadline.IsZero() {
 		var stop context.CancelFunc
@@ -356,7 +360,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	}
 	a.cancel = cancel
 	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
-		Attrs: []*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}})
+		Attrs: append([]*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}, callerAttrs(job.caller)...)})
 	if !a.s.goFunc(func() {
 		res := a.run(ctx, job)
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
@@ -404,6 +408,10 @@ type job struct {
 	node *graph.Node   // the node as it was when the firing started (live edits)
 	h    nodes.Handler // its handler then
 
+	meta   map[string]string // the input's metadata, merged
+	metaKV []*pb.KV          // what the firing's envelopes carry (meta + the outcome's)
+	caller []*pb.KV          // whose work this is (Envelope.caller)
+
 	ticket  *scheduler.Ticket // the scheduler's admission of this firing
 	charged nodes.Usage       // usage already charged during the run
 	missing []string          // join inputs that did not arrive (join timeout, quorum)
@@ -437,10 +445,21 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 	for i, env := range batch {
 		msgs[i] = toMessage(env)
 	}
+	j.meta = mergeMetadata(batch)
+	for _, env := range batch {
+		if len(env.GetCaller()) > 0 {
+			j.caller = env.GetCaller()
+			break
+		}
+	}
 	gen, _ := strconv.Atoi(j.ctx["internal.run_generation"])
 	logs := a.s.cfg.LogsDir
-	if gen > 0 {
+	if gen > 0 && logs != "" {
 		logs = filepath.Join(logs, "restart-"+strconv.Itoa(gen))
+	}
+	stage := ""
+	if logs != "" {
+		stage = filepath.Join(logs, a.node.ID)
 	}
 	prompt := a.node.Prompt()
 	j.in = nodes.Input{
@@ -452,8 +471,9 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 		Messages:  msgs,
 		Prompt:    prompt,
 		LogsDir:   logs,
-		StageDir:  filepath.Join(logs, a.node.ID),
+		StageDir:  stage,
 		WorkDir:   a.s.cfg.WorkDir,
+		Metadata:  j.meta,
 	}
 	return j
 }
@@ -501,11 +521,30 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 		ContextUpdates: kvList(o.ContextUpdates),
 		Context:        ctx,
 		Branches:       bs,
+		Metadata:       j.metadata(o),
+		Caller:         j.caller,
 	}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		env.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
 	return env
+}
+
+// metadata is what the firing's envelopes carry: the input's metadata with
+// the outcome's over it, converted once per firing.
+func (j *job) metadata(o *nodes.Outcome) []*pb.KV {
+	if j.metaKV != nil || (len(j.meta) == 0 && len(o.Metadata) == 0) {
+		return j.metaKV
+	}
+	m := make(map[string]string, len(j.meta)+len(o.Metadata))
+	for k, v := range j.meta {
+		m[k] = v
+	}
+	for k, v := range o.Metadata {
+		m[k] = v
+	}
+	j.metaKV = kvList(m)
+	return j.metaKV
 }
 
 func durationMS(d time.Duration) int64 { return d.Milliseconds() }

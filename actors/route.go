@@ -100,6 +100,7 @@ func (a *nodeActor) finish(m *runDone) {
 	if o.Status == nodes.StatusFail {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
 	}
+	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
 		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
 		if a.s.ctx.Err() != nil {

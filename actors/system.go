@@ -317,6 +317,9 @@ func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	if env.SessionId == "" {
 		env.SessionId = s.cfg.SessionID
 	}
+	if c := callerFromHeaders(m.Header); c != nil {
+		env.Caller = c
+	}
 	if !s.dedup.first(env.Id) {
 		s.Emit(&pb.Event{Kind: "envelope.duplicate", EdgeId: edgeID, Message: "envelope " + env.Id + " was already delivered",
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
@@ -339,11 +342,16 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	if err != nil {
 		return err
 	}
+	msg := &nats.Msg{Subject: subj, Data: data}
+	if len(env.GetCaller()) > 0 {
+		msg.Header = nats.Header{}
+		callerHeaders(msg.Header, env.GetCaller())
+	}
 	if s.cfg.JetStream != nil {
-		_, err = s.cfg.JetStream.Publish(ctx, subj, data, jetstream.WithMsgID(env.GetId()))
+		_, err = s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
 		return err
 	}
-	return s.cfg.Conn.Publish(subj, data)
+	return s.cfg.Conn.PublishMsg(msg)
 }
 
 // Emit publishes an event on sy.<session>.evt.<kind>, stamping the session,

@@ -65,6 +65,10 @@ type Outcome struct {
 	// Retryable marks a failure caused by a transient error (rate limit,
 	// network, 5xx); such failures are retried up to max_retries.
 	Retryable bool
+	// Metadata is what the node adds to the metadata every later node sees:
+	// the runtime merges it over Input.Metadata (these keys win) into every
+	// envelope the node sends.
+	Metadata map[string]string
 }
 
 // Message is one envelope that fired the node, as a handler sees it.
@@ -101,6 +105,10 @@ type Input struct {
 	WorkDir   string            // working directory for tools and agents
 	Attempt   int               // 1-based attempt number within this visit
 	AttemptID string            // stable idempotency key for this attempt
+	// Metadata is the metadata the node's input carries: the session
+	// input's, merged with what every earlier node on the way added (later
+	// keys win; with several input envelopes, later arrivals win). Read-only.
+	Metadata map[string]string
 	// Emit publishes a progress event for this node (may be nil).
 	Emit func(kind string, fields map[string]any)
 	// OnUsage reports usage as it happens (each call adds to the run's

@@ -85,6 +85,11 @@ type journal struct {
 	failed    bool
 	onSaved   func(seq uint64, node string)
 	schedSnap func() *scheduler.Snapshot
+
+	policy    CheckpointPolicy
+	cleanup   bool      // remove the checkpoint when the session succeeds
+	unsaved   int       // firings since the last write
+	lastWrite time.Time // when the checkpoint was last written
 }
 
 func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
@@ -184,6 +189,20 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 			}
 		}
 	}
+	if c.Status != "" {
+		j.unsaved++
+	}
+	final := j.status != "running"
+	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
+		return nil
+	}
+	if final && j.status == "success" && j.cleanup && j.dir != "" {
+		j.seq++
+		if err := os.Remove(filepath.Join(j.dir, "checkpoint.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
 	if err := j.saveLocked(); err != nil {
 		return err
 	}
@@ -236,6 +255,7 @@ func (j *journal) snapshot() *Checkpoint {
 
 func (j *journal) saveLocked() error {
 	j.seq++
+	j.unsaved, j.lastWrite = 0, j.clk.Now()
 	if j.dir == "" {
 		return nil
 	}

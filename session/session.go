@@ -57,6 +57,16 @@ type Config struct {
 	Observer func(*pb.Event)
 	// Backoff overrides the retry delay (tests); nil uses the spec's preset.
 	Backoff func(n int) time.Duration
+	// Caller is whose work the session does (tenant, user, trace, custom
+	// keys); it reaches every node's context and is carried with every
+	// envelope. When zero, Start takes it from its ctx (nodes.WithCaller).
+	Caller nodes.Caller
+	// Metadata is the initial input's metadata: every node sees it, merged
+	// with what earlier nodes added (nodes.Input.Metadata).
+	Metadata map[string]string
+	// Checkpoint says when the checkpoint is written. Nil writes after
+	// every envelope and keeps the checkpoint (what the CLI does).
+	Checkpoint *CheckpointPolicy
 }
 
 // Session is a running graph.
@@ -107,11 +117,17 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		s.Stop()
 		return nil, errors.New("session: the graph has no start node")
 	}
+	caller := cfg.Caller
+	if caller.IsZero() {
+		caller, _ = nodes.CallerFrom(ctx)
+	}
 	env := &pb.Envelope{
 		Id: s.id + ".input", SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
 		CreatedAt: timestamppb.New(s.clock().Now()),
 		Payload:   &pb.Payload{Message: cfg.Input},
 		Context:   kvs(initialContext(cfg)),
+		Metadata:  kvs(cfg.Metadata),
+		Caller:    actors.CallerKV(caller),
 	}
 	if err := s.jr.add(env); err != nil {
 		s.Stop()
@@ -210,6 +226,10 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 	s := &Session{cfg: cfg, id: cfg.ID, done: make(chan struct{}), loopDone: make(chan struct{}),
 		events: make(chan *nats.Msg, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
+	if cfg.Checkpoint != nil {
+		s.jr.policy = *cfg.Checkpoint
+		s.jr.cleanup = !cfg.Checkpoint.Retain
+	}
 	nc := cfg.Broker.Conn()
 	reg := cfg.Registry
 	if reg == nil && (cfg.ControlAnswers || cfg.Deps.Interviewer == nil) {

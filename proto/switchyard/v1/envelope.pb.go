@@ -480,7 +480,12 @@ type Envelope struct {
 	// branches is the stack of parallel branches the token is inside, outermost first.
 	Branches []*Branch `protobuf:"bytes,14,rep,name=branches,proto3" json:"branches,omitempty"`
 	// metadata is caller metadata propagated to every later node.
-	Metadata      []*KV `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata []*KV `protobuf:"bytes,15,rep,name=metadata,proto3" json:"metadata,omitempty"`
+	// caller is the request context of whoever started the work (keys
+	// tenant, user, trace and custom ones), propagated to every later node.
+	// On the wire it is mirrored in NATS headers (Sy-Tenant, Sy-User,
+	// Sy-Trace, Sy-Ctx-<key>), which win over this field when present.
+	Caller        []*KV `protobuf:"bytes,16,rep,name=caller,proto3" json:"caller,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -620,6 +625,13 @@ func (x *Envelope) GetMetadata() []*KV {
 	return nil
 }
 
+func (x *Envelope) GetCaller() []*KV {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
 var File_switchyard_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_envelope_proto_rawDesc = "" +
@@ -657,7 +669,7 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\aupdates\x18\x04 \x03(\v2\x11.switchyard.v1.KVR\aupdates\x12\x17\n" +
 	"\afork_id\x18\x05 \x01(\tR\x06forkId\x12\x14\n" +
 	"\x05width\x18\x06 \x01(\rR\x05width\x12\x1b\n" +
-	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xd0\x04\n" +
+	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xfb\x04\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -676,7 +688,8 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\x05usage\x18\f \x01(\v2\x14.switchyard.v1.UsageR\x05usage\x12+\n" +
 	"\acontext\x18\r \x03(\v2\x11.switchyard.v1.KVR\acontext\x121\n" +
 	"\bbranches\x18\x0e \x03(\v2\x15.switchyard.v1.BranchR\bbranches\x12-\n" +
-	"\bmetadata\x18\x0f \x03(\v2\x11.switchyard.v1.KVR\bmetadataBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\bmetadata\x18\x0f \x03(\v2\x11.switchyard.v1.KVR\bmetadata\x12)\n" +
+	"\x06caller\x18\x10 \x03(\v2\x11.switchyard.v1.KVR\x06callerBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_envelope_proto_rawDescOnce sync.Once
@@ -715,11 +728,12 @@ var file_switchyard_v1_envelope_proto_depIdxs = []int32{
 	0,  // 9: switchyard.v1.Envelope.context:type_name -> switchyard.v1.KV
 	5,  // 10: switchyard.v1.Envelope.branches:type_name -> switchyard.v1.Branch
 	0,  // 11: switchyard.v1.Envelope.metadata:type_name -> switchyard.v1.KV
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	0,  // 12: switchyard.v1.Envelope.caller:type_name -> switchyard.v1.KV
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_envelope_proto_init() }
