@@ -66,6 +66,17 @@ type nodeActor struct {
 	firing   uint64
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
+
+	mailbox *pinned // the goroutine that runs Receive
+	runner  *pinned // the goroutine that runs the handler
+}
+
+// stopPinned ends the actor's goroutines (after the actor stopped).
+func (a *nodeActor) stopPinned() {
+	if a.mailbox != nil {
+		a.mailbox.stop()
+		a.runner.stop()
+	}
 }
 
 var _ actor.Actor = (*nodeActor)(nil)
@@ -195,6 +206,9 @@ func (a *nodeActor) Receive(c actor.Context) {
 		for _, b := range a.buffers {
 			b.Close()
 		}
+	case *actor.Stopped:
+		// The last message: the goroutines end once it returns.
+		a.stopPinned()
 	}
 }
 
@@ -361,7 +375,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	a.cancel = cancel
 	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
 		Attrs: append([]*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}, callerAttrs(job.caller)...)})
-	if !a.s.goFunc(func() {
+	if !a.s.runOn(a.runner, func() {
 		res := a.run(ctx, job)
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
 	}) {
@@ -452,7 +466,10 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 			break
 		}
 	}
-	gen, _ := strconv.Atoi(j.ctx["internal.run_generation"])
+	gen := 0
+	if g := j.ctx["internal.run_generation"]; g != "" {
+		gen, _ = strconv.Atoi(g)
+	}
 	logs := a.s.cfg.LogsDir
 	if gen > 0 && logs != "" {
 		logs = filepath.Join(logs, "restart-"+strconv.Itoa(gen))

@@ -34,7 +34,7 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 	for attempt := 1; ; attempt++ {
 		in := j.in
 		in.Attempt = attempt
-		in.AttemptID = fmt.Sprintf("%s/%s/%d/%d", a.s.cfg.SessionID, j.node.ID, j.firing, attempt)
+		in.AttemptID = a.s.cfg.SessionID + "/" + j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/" + strconv.Itoa(attempt)
 		in.Emit = func(kind string, fields map[string]any) {
 			ev := &pb.Event{Kind: kind, Node: j.node.ID}
 			keys := make([]string, 0, len(fields))

@@ -59,6 +59,11 @@ type Config struct {
 	// OnStall is called when the session made no progress for the graph's
 	// stall_timeout (after every node was stopped).
 	OnStall func(reason string)
+	// OnEvent, when set, receives every event in order (numbered and
+	// stamped) right after it is published, on the System's event
+	// goroutine; it must not block for long. The session observes its own
+	// events this way instead of reading them back from NATS.
+	OnEvent func(*pb.Event)
 }
 
 // System owns the actor system, the node actors, their NATS subscriptions
@@ -78,6 +83,7 @@ type System struct {
 	subs    []*nats.Subscription
 	stopped bool
 	wg      sync.WaitGroup
+	pinWG   sync.WaitGroup // the actors' pinned goroutines
 
 	seq   atomic.Uint64 // event sequence
 	topo  atomic.Pointer[topology]
@@ -229,7 +235,9 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 		return fmt.Errorf("actors: node %s: %w", n.ID, err)
 	}
 	a.firing = s.cfg.Firings[n.ID]
-	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "node-"+n.ID)
+	a.mailbox, a.runner = newPinned(&s.pinWG), newPinned(&s.pinWG)
+	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a },
+		actor.WithDispatcher(a.mailbox)), "node-"+n.ID)
 	if err != nil {
 		return fmt.Errorf("actors: spawn %s: %w", n.ID, err)
 	}
@@ -386,6 +394,9 @@ func (s *System) publishEvents() {
 		if err := s.cfg.Conn.Publish(broker.Event(s.cfg.SessionID, ev.Kind), data); err != nil {
 			s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
 		}
+		if s.cfg.OnEvent != nil {
+			s.cfg.OnEvent(ev)
+		}
 	}
 }
 
@@ -409,18 +420,19 @@ func (s *System) Trigger(node string, env *pb.Envelope) error {
 	return nil
 }
 
-// goFunc runs f on a goroutine owned by the system; it refuses after Stop.
-func (s *System) goFunc(f func()) bool {
+// runOn runs f on p, a goroutine owned by the system; it refuses after
+// Stop, which waits for f.
+func (s *System) runOn(p *pinned, f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return false
 	}
 	s.wg.Add(1)
-	go func() {
+	p.Schedule(func() {
 		defer s.wg.Done()
 		f()
-	}()
+	})
 	return true
 }
 
@@ -455,6 +467,12 @@ func (s *System) Stop() {
 		_ = s.root.PoisonFuture(p).Wait()
 	}
 	s.as.Shutdown()
+	s.mu.Lock()
+	for _, a := range s.actors {
+		a.stopPinned()
+	}
+	s.mu.Unlock()
+	s.pinWG.Wait()
 	s.evMu.Lock()
 	s.evClosed = true
 	close(s.evq)

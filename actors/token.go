@@ -23,8 +23,10 @@ func kvList(m map[string]string) []*pb.KV {
 	}
 	sort.Strings(keys)
 	out := make([]*pb.KV, len(keys))
+	block := make([]pb.KV, len(keys)) // one allocation for every pair
 	for i, k := range keys {
-		out[i] = &pb.KV{Key: k, Value: m[k]}
+		block[i].Key, block[i].Value = k, m[k]
+		out[i] = &block[i]
 	}
 	return out
 }

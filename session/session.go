@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/actors"
@@ -78,9 +76,7 @@ type Session struct {
 	ctl *ControlInterviewer
 	// registry is the handler registry, shared with child sessions.
 	registry *nodes.Registry
-	sub      *nats.Subscription
-	evc      *nats.Conn // the connection events are read on
-	events   chan *nats.Msg
+	events   chan *pb.Event // from the actors' event goroutine to eventLoop
 	report   *reporter
 
 	stopOnce sync.Once
@@ -224,7 +220,7 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 		}
 	}
 	s := &Session{cfg: cfg, id: cfg.ID, done: make(chan struct{}), loopDone: make(chan struct{}),
-		events: make(chan *nats.Msg, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
+		events: make(chan *pb.Event, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
 	if cfg.Checkpoint != nil {
 		s.jr.policy = *cfg.Checkpoint
@@ -260,29 +256,6 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 			return nil, err
 		}
 	}
-	// Events are read on a connection of their own, so that the server
-	// writes them while it delivers envelopes on the main one.
-	evc, err := cfg.Broker.NewConn(nats.Name("switchyard-events-" + cfg.ID))
-	if err != nil {
-		if s.ctl != nil {
-			_ = s.ctl.Close()
-		}
-		return nil, fmt.Errorf("session: events connection: %w", err)
-	}
-	s.evc = evc
-	sub, err := evc.ChanSubscribe(broker.AllEvents(cfg.ID), s.events)
-	if err == nil {
-		err = evc.Flush()
-	}
-	if err != nil {
-		evc.Close()
-		if s.ctl != nil {
-			_ = s.ctl.Close()
-		}
-		return nil, fmt.Errorf("session: subscribe events: %w", err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	s.sub = sub
 	go s.eventLoop()
 	s.registry = reg
 	acfg := actors.Config{
@@ -290,6 +263,9 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
 		OnStall: func(reason string) { s.complete("fail", reason) },
+		// The session sees its own events in process (other watchers read
+		// them on NATS); the event loop decouples the observer.
+		OnEvent: func(ev *pb.Event) { s.events <- ev },
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
@@ -339,11 +315,7 @@ func (s *Session) complete(status, reason string) {
 
 func (s *Session) eventLoop() {
 	defer close(s.loopDone)
-	for m := range s.events {
-		ev := &pb.Event{}
-		if err := proto.Unmarshal(m.Data, ev); err != nil {
-			continue
-		}
+	for ev := range s.events {
 		s.report.observe(ev)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer(ev)
@@ -397,8 +369,6 @@ func (s *Session) closeEvents() {
 	if s.ctl != nil {
 		_ = s.ctl.Close()
 	}
-	_ = s.sub.Unsubscribe()
-	s.evc.Close()
 	close(s.events)
 	<-s.loopDone
 }
