@@ -97,26 +97,8 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.editMu.Lock()
-	s.topo.Store(&topology{g: g, joins: joinNodes(g)})
-	s.editMu.Unlock()
-	// From here no node routes on a removed edge; what was already sent on
-	// one reaches its actor before the actor learns of the edit, and is
-	// delivered or reported there.
-	for _, id := range ed.EdgesGone {
-		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
-	}
-	for _, id := range ed.Removed {
-		s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
-		s.wake(id, &retire{})
-	}
-	for _, n := range g.Nodes {
-		if contains(ed.Added, n.ID) {
-			continue
-		}
-		r := handlers[n.ID]
-		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
-	}
+	// Added nodes and edges listen before anything routes to them: a core
+	// NATS message published before its subscription exists is lost.
 	for _, id := range ed.Added {
 		if err := s.spawn(g, g.Node(id)); err != nil {
 			return nil, fmt.Errorf("actors: live edit: %w", err)
@@ -136,6 +118,28 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	}
 	if err := s.cfg.Conn.Flush(); err != nil {
 		return nil, err
+	}
+	// Kept nodes take their new definition (buffers of new edges among it)
+	// before the first envelope routed by the new graph reaches them.
+	for _, n := range g.Nodes {
+		if contains(ed.Added, n.ID) {
+			continue
+		}
+		r := handlers[n.ID]
+		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
+	}
+	s.editMu.Lock()
+	s.topo.Store(&topology{g: g, joins: joinNodes(g)})
+	s.editMu.Unlock()
+	// From here no node routes on a removed edge; what was already sent on
+	// one reaches its actor before the actor learns of the edit, and is
+	// delivered or reported there.
+	for _, id := range ed.EdgesGone {
+		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
+	}
+	for _, id := range ed.Removed {
+		s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
+		s.wake(id, &retire{})
 	}
 	ed.Version = s.version.Add(1)
 	s.Emit(&pb.Event{Kind: "session.edited", Message: fmt.Sprintf("version %d: %d added, %d removed, %d changed",

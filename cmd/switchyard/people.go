@@ -204,9 +204,9 @@ func newSessionsCmd() *cobra.Command {
 				return nil
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "SESSION\tGRAPH\tSTATUS\tSTARTED\tFILE")
+			fmt.Fprintln(w, "SESSION\tGRAPH\tVERSION\tSTATUS\tSTARTED\tFILE")
 			for _, s := range all {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Graph, s.Status, s.Started, s.File)
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Graph, s.Version, s.Status, s.Started, s.File)
 			}
 			return w.Flush()
 		},

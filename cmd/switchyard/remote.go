@@ -20,6 +20,7 @@ func init() { subcommands = append(subcommands, newExplainCmd, newTriggerCmd) }
 // connFlags are how the commands that talk to a running session reach it.
 type connFlags struct {
 	url, token, user, password string
+	tlsCA                      string
 	timeout                    time.Duration
 }
 
@@ -28,6 +29,7 @@ func (c *connFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential token (env SWITCHYARD_TOKEN)")
 	cmd.Flags().StringVar(&c.user, "user", os.Getenv("SWITCHYARD_USER"), "user name (env SWITCHYARD_USER)")
 	cmd.Flags().StringVar(&c.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "password (env SWITCHYARD_PASSWORD)")
+	cmd.Flags().StringVar(&c.tlsCA, "tls-ca", os.Getenv("SWITCHYARD_TLS_CA"), "PEM file of the CA that signed the server's TLS certificate (env SWITCHYARD_TLS_CA)")
 	cmd.Flags().DurationVar(&c.timeout, "timeout", 5*time.Second, "how long to wait for the session to answer")
 }
 
@@ -36,6 +38,9 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 		return nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
 	}
 	opts := []nats.Option{nats.Name("switchyard-cli")}
+	if c.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(c.tlsCA))
+	}
 	switch {
 	case c.token != "":
 		opts = append(opts, nats.Token(c.token))

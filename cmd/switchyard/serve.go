@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -34,6 +35,8 @@ type SessionInfo struct {
 	File    string `json:"file"`
 	Status  string `json:"status"`
 	Started string `json:"started"`
+	// Version is the graph's version: 1, then one more per live edit.
+	Version uint64 `json:"version"`
 }
 
 type serveFlags struct {
@@ -84,6 +87,10 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	return cmd
 }
+
+// serveClock is the clock served sessions run on; nil is the real clock.
+// Tests set it to drive cron schedules.
+var serveClock clock.Clock
 
 func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io.Writer) error {
 	if ctx == nil {
@@ -139,7 +146,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			id = f.ids[i]
 		}
 		s, err := session.Start(ctx, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id),
-			ControlAnswers: true, Observer: render,
+			ControlAnswers: true, Observer: render, Clock: serveClock,
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
 		if err != nil {
 			h.stopAll()
@@ -201,8 +208,22 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	if err != nil {
 		return err
 	}
+	edit, err := h.b.Conn().Subscribe(broker.Control(s.ID(), "edit"), func(m *nats.Msg) {
+		rep := serveEdit(s, m)
+		if rep.Version > 0 {
+			h.mu.Lock()
+			e.info.File = rep.File
+			h.mu.Unlock()
+		}
+		data, _ := json.Marshal(rep)
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return err
+	}
 	h.mu.Lock()
-	h.subs = append(h.subs, sub)
+	h.subs = append(h.subs, sub, edit)
 	h.mu.Unlock()
 	return nil
 }
@@ -213,7 +234,9 @@ func (h *host) listen() error {
 		h.mu.Lock()
 		list := make([]SessionInfo, 0, len(h.entries))
 		for _, e := range h.entries {
-			list = append(list, e.info)
+			info := e.info
+			info.Version = e.s.Version()
+			list = append(list, info)
 		}
 		h.mu.Unlock()
 		data, _ := json.Marshal(list)

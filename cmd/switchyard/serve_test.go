@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,26 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard/switchyard/internal/testio"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testio.SyncBuffer
 
 // natsCLI runs the standard nats CLI (natscli, pinned in tools/go.mod).
 func natsCLI(t *testing.T, args ...string) {
@@ -42,6 +26,50 @@ func natsCLI(t *testing.T, args ...string) {
 	cmd := exec.Command("go", append([]string{"tool", "-modfile=../../tools/go.mod", "nats"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "nats %v: %s", args, out)
+}
+
+// eventWaiter collects the events an outside client receives.
+type eventWaiter struct {
+	t      *testing.T
+	events chan *pb.Event
+	seen   []*pb.Event
+	used   map[uint64]bool
+	log    *syncBuffer // the server's output, shown on failure
+}
+
+func watchEvents(t *testing.T, nc *nats.Conn, subject string, log *syncBuffer) *eventWaiter {
+	t.Helper()
+	w := &eventWaiter{t: t, events: make(chan *pb.Event, 10000), used: map[uint64]bool{}, log: log}
+	_, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		ev := &pb.Event{}
+		if proto.Unmarshal(m.Data, ev) == nil {
+			w.events <- ev
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	return w
+}
+
+// wait returns the first event of kind (at node, unless "") that no
+// earlier wait returned, in publication order, waiting up to 20s for it.
+func (w *eventWaiter) wait(kind, node string) *pb.Event {
+	w.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		for _, ev := range w.seen {
+			if !w.used[ev.Seq] && ev.Kind == kind && (node == "" || ev.Node == node) {
+				w.used[ev.Seq] = true
+				return ev
+			}
+		}
+		select {
+		case ev := <-w.events:
+			w.seen = append(w.seen, ev)
+		case <-timeout:
+			w.t.Fatalf("no %s event for %q; the server said:\n%s", kind, node, w.log.String())
+		}
+	}
 }
 
 func freeAddr(t *testing.T) string {
@@ -89,32 +117,10 @@ func TestServe(t *testing.T) {
 	}()
 
 	// An outside client watches the events.
-	events := make(chan *pb.Event, 100)
 	watcher, err := nats.Connect(url, nats.Token("out"))
 	require.NoError(t, err)
 	defer watcher.Close()
-	_, err = watcher.Subscribe("sy.s1.evt.>", func(m *nats.Msg) {
-		ev := &pb.Event{}
-		if proto.Unmarshal(m.Data, ev) == nil {
-			events <- ev
-		}
-	})
-	require.NoError(t, err)
-	require.NoError(t, watcher.Flush())
-	wait := func(kind, node string) *pb.Event {
-		t.Helper()
-		timeout := time.After(20 * time.Second)
-		for {
-			select {
-			case ev := <-events:
-				if ev.Kind == kind && (node == "" || ev.Node == node) {
-					return ev
-				}
-			case <-timeout:
-				t.Fatalf("no %s event for %q", kind, node)
-			}
-		}
-	}
+	wait := watchEvents(t, watcher, "sy.s1.evt.>", &stderr).wait
 
 	// switchyard pub with an outside credential.
 	code, out, errOut := cli(t, "pub", "s1", "a", "what is NATS?", "--nats", url, "--token", "out", "--structured", `{"priority":1}`)
