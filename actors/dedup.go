@@ -32,3 +32,14 @@ func (d *dedupWindow) first(id string) bool {
 	d.seen[id] = struct{}{}
 	return true
 }
+
+// has reports whether id is in the window.
+func (d *dedupWindow) has(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.seen[id]
+	return ok
+}
+
+// add records id (no-op when present).
+func (d *dedupWindow) add(id string) { d.first(id) }

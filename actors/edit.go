@@ -109,6 +109,12 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		if e == nil || contains(ed.Added, e.To) {
 			continue // a new node subscribed to its own edges
 		}
+		if s.cfg.Consume {
+			if err := s.addConsumerSubject(e.To, broker.Edge(s.cfg.SessionID, id)); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		s.mu.Lock()
 		pid := s.pids[e.To]
 		s.mu.Unlock()
@@ -135,10 +141,22 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	// one reaches its actor before the actor learns of the edit, and is
 	// delivered or reported there.
 	for _, id := range ed.EdgesGone {
+		if s.cfg.Consume {
+			if e := edgeByID(old, id); e != nil && !contains(ed.Removed, e.To) {
+				if err := s.removeConsumerSubject(e.To, broker.Edge(s.cfg.SessionID, id)); err != nil {
+					s.log.Error("actors: live edit", "edge", id, "err", err)
+				}
+			}
+			continue
+		}
 		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
 	}
 	for _, id := range ed.Removed {
-		s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
+		if s.cfg.Consume {
+			s.stopConsumer(id, true)
+		} else {
+			s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
+		}
 		s.wake(id, &retire{})
 	}
 	ed.Version = s.version.Add(1)

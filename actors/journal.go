@@ -22,6 +22,13 @@ type Commit struct {
 	// Terminal is set when the firing ends the run (or its token's path).
 	Terminal *Terminal
 	Usage    *pb.Usage
+	// Durable sessions: the stream sequence of each Consumed envelope (0
+	// when unknown), and the node's acknowledgement floor before this
+	// firing (every envelope it received at or below it was acknowledged).
+	// A journal keeps the ids of consumed envelopes above their node's
+	// floor: those are the ones JetStream may deliver again after a crash.
+	Seqs  []uint64
+	Floor uint64
 }
 
 // Terminal ends a token's path through the graph.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/edges"
@@ -23,6 +24,8 @@ import (
 type delivery struct {
 	edge string // the edge id; "" for the inbox
 	env  *pb.Envelope
+	msg  jetstream.Msg // durable sessions: to acknowledge once consumed
+	seq  uint64        // its stream sequence
 }
 
 // Causes of a handler's cancellation by the scheduler.
@@ -67,6 +70,12 @@ type nodeActor struct {
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
 
+	// acks holds, in durable sessions, the JetStream messages of the
+	// envelopes the node holds, by envelope id, until they are consumed.
+	acks     map[string][]heldMsg
+	unacked  map[uint64]struct{} // stream sequences held
+	maxSeq   uint64              // the highest stream sequence received
+
 	mailbox *pinned // the goroutine that runs Receive
 	runner  *pinned // the goroutine that runs the handler
 }
@@ -82,7 +91,7 @@ func (a *nodeActor) stopPinned() {
 var _ actor.Actor = (*nodeActor)(nil)
 
 func newNodeActor(s *System, g *graph.Graph, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
-	a := &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{},
+	a := &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: map[uint64]struct{}{},
 		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
 	if err := a.setEdges(g); err != nil {
 		return nil, err
@@ -137,9 +146,27 @@ func (a *nodeActor) discard(envs []*pb.Envelope, why string) {
 	}
 	a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, Message: strconv.Itoa(len(envs)) + " envelopes not delivered: " + why,
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
-	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: why}); err != nil {
+	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: why,
+		Seqs: a.seqsOf(ids), Floor: a.floor()}); err != nil {
 		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
+		return
 	}
+	a.acknowledge(ids)
+}
+
+// supersededBy lists the envelopes of before that after no longer holds.
+func supersededBy(before, after []*pb.Envelope) []*pb.Envelope {
+	kept := make(map[*pb.Envelope]bool, len(after))
+	for _, e := range after {
+		kept[e] = true
+	}
+	var out []*pb.Envelope
+	for _, e := range before {
+		if !kept[e] {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Receive never blocks: handlers run on goroutines owned by the System.
@@ -147,6 +174,9 @@ func (a *nodeActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *delivery:
 		a.s.sched.Progress()
+		if m.msg != nil && !a.track(m) {
+			return
+		}
 		if a.joinBranch(m.env) {
 			a.tryFire(c)
 			return
@@ -155,11 +185,21 @@ func (a *nodeActor) Receive(c actor.Context) {
 		if b == nil {
 			b = a.buffers[""]
 		}
+		var held []*pb.Envelope
+		if m.msg != nil {
+			held = b.Pending()
+		}
 		if before := b.Dropped(); true {
 			b.Push(m.env)
 			if d := b.Dropped(); d > before {
-				a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, EdgeId: m.edge,
-					Message: "superseded by a newer envelope (delivery mode)", Attrs: []*pb.KV{{Key: "dropped_total", Value: strconv.FormatUint(d, 10)}}})
+				if m.msg != nil {
+					// The superseded envelopes are consumed: on record, then
+					// acknowledged.
+					a.discard(supersededBy(held, b.Pending()), "superseded by a newer envelope (delivery mode)")
+				} else {
+					a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, EdgeId: m.edge,
+						Message: "superseded by a newer envelope (delivery mode)", Attrs: []*pb.KV{{Key: "dropped_total", Value: strconv.FormatUint(d, 10)}}})
+				}
 			}
 		}
 		if !a.s.sched.Wants(a.node.ID, m.edge) {
@@ -399,10 +439,12 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string) {
 		t = &Terminal{Status: "fail", Reason: reason, Final: true}
 	}
 	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
-		Context: batch[0].GetContext()}
+		Context: batch[0].GetContext(), Seqs: a.seqsOf(ids), Floor: a.floor()}
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, c); err != nil {
 		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
+		return
 	}
+	a.acknowledge(ids)
 	if t != nil && a.s.cfg.OnTerminal != nil {
 		a.s.cfg.OnTerminal(a.node.ID, t)
 	}

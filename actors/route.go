@@ -86,7 +86,7 @@ func (a *nodeActor) finish(m *runDone) {
 		consumed[i] = e.GetId()
 	}
 	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
-		Consumed: consumed, Context: job.kv(ctx), Terminal: term}
+		Consumed: consumed, Context: job.kv(ctx), Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
@@ -101,7 +101,9 @@ func (a *nodeActor) finish(m *runDone) {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
+	published := true // every output is out: the input may be acknowledged
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
+		published = false
 		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
 		if a.s.ctx.Err() != nil {
 			return // stopping: the firing will be replayed on resume
@@ -116,7 +118,15 @@ func (a *nodeActor) finish(m *runDone) {
 		}
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
 			a.s.log.Error("actors: publish", "subject", subj, "err", err)
+			if a.s.cfg.Consume {
+				// Not acknowledged: the firing's input is delivered again
+				// after a restart, and the commit replays the publication.
+				published = false
+			}
 		}
+	}
+	if published {
+		a.acknowledge(consumed)
 	}
 	a.s.Emit(ev)
 	if o.Status == nodes.StatusFail {

@@ -38,6 +38,13 @@ type Config struct {
 	// publish acknowledged by the server (durable), with the envelope id as
 	// the de-duplication id. Nil publishes on core NATS.
 	JetStream jetstream.JetStream
+	// Consume makes the session durable (needs JetStream): each node reads
+	// its subjects through a durable JetStream consumer and acknowledges an
+	// envelope only after the firing that consumed it is committed and its
+	// output published. Consumed seeds the ids of envelopes consumed before
+	// a restart (from the checkpoint), so redeliveries are recognised.
+	Consume  bool
+	Consumed []string
 	Registry  *nodes.Registry
 	Journal   Journal
 	// OnTerminal is called after a token's path ends and every envelope and
@@ -99,6 +106,11 @@ type System struct {
 
 	dedup *dedupWindow // envelope ids delivered recently
 
+	// Durable sessions: each node's consumer, and the ids of envelopes
+	// consumed (committed) recently.
+	consumers map[string]*nodeConsumer
+	consumed  *dedupWindow
+
 	evq      chan *pb.Event // events waiting to be published, in order
 	evDone   chan struct{}  // closed when publishEvents has drained evq
 	evMu     sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
@@ -110,6 +122,9 @@ type System struct {
 func New(cfg Config) (*System, error) {
 	if cfg.Graph == nil || cfg.Conn == nil || cfg.Registry == nil || cfg.Journal == nil {
 		return nil, errors.New("actors: Config needs Graph, Conn, Registry and Journal")
+	}
+	if cfg.Consume && cfg.JetStream == nil {
+		return nil, errors.New("actors: Config.Consume needs JetStream")
 	}
 	if !broker.ValidToken(cfg.SessionID) {
 		return nil, fmt.Errorf("actors: invalid session id %q", cfg.SessionID)
@@ -132,6 +147,10 @@ func New(cfg Config) (*System, error) {
 	s.version.Store(1)
 	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
+	s.consumers, s.consumed = map[string]*nodeConsumer{}, newDedupWindow(1<<16)
+	for _, id := range cfg.Consumed {
+		s.consumed.add(id)
+	}
 	s.evq, s.evDone = make(chan *pb.Event, 8192), make(chan struct{})
 	go s.publishEvents() // stopped by Stop, which closes evq and waits for evDone
 	scfg, err := scheduler.ConfigFrom(cfg.Graph)
@@ -245,6 +264,13 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
+	if s.cfg.Consume {
+		subjects := []string{broker.NodeIn(s.cfg.SessionID, n.ID)}
+		for _, e := range g.Incoming(n.ID) {
+			subjects = append(subjects, broker.Edge(s.cfg.SessionID, edges.EdgeID(e)))
+		}
+		return s.consume(pid, n.ID, subjects)
+	}
 	if err := s.subscribe(pid, broker.NodeIn(s.cfg.SessionID, n.ID), ""); err != nil {
 		return err
 	}
@@ -454,7 +480,14 @@ func (s *System) Stop() {
 	for _, p := range s.pids {
 		pids = append(pids, p)
 	}
+	nodesWithConsumers := make([]string, 0, len(s.consumers))
+	for id := range s.consumers {
+		nodesWithConsumers = append(nodesWithConsumers, id)
+	}
 	s.mu.Unlock()
+	for _, id := range nodesWithConsumers {
+		s.stopConsumer(id, false)
+	}
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}

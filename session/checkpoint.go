@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard/switchyard/actors"
@@ -46,6 +47,20 @@ type Checkpoint struct {
 	// Scheduler holds iteration counts and budgets spent, so that a resume
 	// does not reset them.
 	Scheduler *scheduler.Snapshot `json:"scheduler,omitempty"`
+	// Consumed lists, in a durable session, the envelopes consumed above
+	// their node's acknowledgement floor: the ones JetStream may deliver
+	// again after a crash, recognised by id and acknowledged without
+	// reaching the node twice.
+	Consumed []ConsumedEnvelope `json:"consumed,omitempty"`
+	// NodeStatus is the outcome of the firing this checkpoint records.
+	NodeStatus string `json:"node_status,omitempty"`
+}
+
+// ConsumedEnvelope is one consumed envelope a checkpoint remembers.
+type ConsumedEnvelope struct {
+	ID   string `json:"id"`
+	Node string `json:"node"`
+	Seq  uint64 `json:"seq"`
 }
 
 // ReadCheckpoint reads checkpoint.json from a run directory.
@@ -86,6 +101,11 @@ type journal struct {
 	onSaved   func(seq uint64, node string)
 	schedSnap func() *scheduler.Snapshot
 
+	consumed   []ConsumedEnvelope // consumed above their node's floor
+	floors     map[string]uint64  // acknowledgement floor per node
+	lastStatus string             // status of the last committed firing
+	kv         jetstream.KeyValue
+
 	policy    CheckpointPolicy
 	cleanup   bool      // remove the checkpoint when the session succeeds
 	unsaved   int       // firings since the last write
@@ -117,6 +137,7 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 		j.context[k] = v
 	}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
+	j.consumed = append(j.consumed[:0], cp.Consumed...)
 	j.status, j.reason = cp.Status, cp.FailureReason
 	var out []*pb.Envelope
 	for _, raw := range cp.Pending {
@@ -148,9 +169,16 @@ func (j *journal) add(envs ...*pb.Envelope) error {
 func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	for _, id := range c.Consumed {
+	for i, id := range c.Consumed {
 		delete(j.pending, id)
+		if i < len(c.Seqs) && c.Seqs[i] > 0 {
+			j.consumed = append(j.consumed, ConsumedEnvelope{ID: id, Node: c.Node, Seq: c.Seqs[i]})
+		}
 	}
+	if c.Seqs != nil {
+		j.trimConsumed(c.Node, c.Floor)
+	}
+	j.lastStatus = c.Status
 	for _, e := range c.Produced {
 		if _, ok := j.pending[e.GetId()]; !ok {
 			j.pending[e.GetId()] = e
@@ -212,6 +240,36 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	return nil
 }
 
+// trimConsumed forgets the node's consumed envelopes at or below its new
+// acknowledgement floor: JetStream will not deliver those again.
+func (j *journal) trimConsumed(node string, floor uint64) {
+	if j.floors == nil {
+		j.floors = map[string]uint64{}
+	}
+	if floor <= j.floors[node] {
+		return
+	}
+	j.floors[node] = floor
+	kept := j.consumed[:0]
+	for _, c := range j.consumed {
+		if c.Node != node || c.Seq > floor {
+			kept = append(kept, c)
+		}
+	}
+	j.consumed = kept
+}
+
+// consumedIDs are the ids of the consumed envelopes the journal keeps.
+func (j *journal) consumedIDs() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := make([]string, len(j.consumed))
+	for i, c := range j.consumed {
+		out[i] = c.ID
+	}
+	return out
+}
+
 // done reports whether the run has ended, and how.
 func (j *journal) done() (bool, string, string) {
 	j.mu.Lock()
@@ -233,7 +291,9 @@ func (j *journal) snapshot() *Checkpoint {
 		NodeRetries:    copyMap(j.retries), Context: copyMap(j.context),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
+		NodeStatus: j.lastStatus,
 	}
+	cp.Consumed = append([]ConsumedEnvelope(nil), j.consumed...)
 	if j.schedSnap != nil {
 		cp.Scheduler = j.schedSnap()
 	}
@@ -256,7 +316,7 @@ func (j *journal) snapshot() *Checkpoint {
 func (j *journal) saveLocked() error {
 	j.seq++
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
-	if j.dir == "" {
+	if j.dir == "" && j.kv == nil {
 		return nil
 	}
 	cp := j.snapshot()
@@ -264,8 +324,27 @@ func (j *journal) saveLocked() error {
 	if err != nil {
 		return err
 	}
+	if j.kv != nil {
+		// Each checkpoint under its own key (history), then the latest.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := j.kv.Put(ctx, checkpointKey(cp.Seq), data); err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+		if _, err := j.kv.Put(ctx, latestKey, data); err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+	}
+	if j.dir == "" {
+		return nil
+	}
 	return writeFileAtomic(filepath.Join(j.dir, "checkpoint.json"), data)
 }
+
+// Keys of the session's KV bucket.
+const latestKey = "checkpoint.latest"
+
+func checkpointKey(seq uint64) string { return fmt.Sprintf("checkpoint.%012d", seq) }
 
 // writeFileAtomic writes data to a temporary file and renames it over path,
 // so a crash leaves either the old or the new checkpoint, never a torn one.

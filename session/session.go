@@ -42,7 +42,11 @@ type Config struct {
 	LogsDir string
 	// WorkDir is where tools and agents run (default: LogsDir, else ".").
 	WorkDir string
-	// Durable publishes envelopes through JetStream (acknowledged, de-duplicated).
+	// Durable makes the session survive a crash of its process: envelopes
+	// are published through JetStream (acknowledged, de-duplicated by id)
+	// and each node consumes them from the session's stream with explicit
+	// acknowledgement after its firing is committed; checkpoints are
+	// written to the session's KV bucket (history, resume by id).
 	Durable bool
 	// Context seeds the run context (after the graph's own keys).
 	Context map[string]string
@@ -161,7 +165,11 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	for n, v := range cp.NodeVisits {
 		firings[n] = uint64(v)
 	}
-	s, err := newSessionWith(cfg, restore, firings)
+	consumed := make([]string, len(cp.Consumed))
+	for i, c := range cp.Consumed {
+		consumed[i] = c.ID
+	}
+	s, err := newSessionWith(cfg, restore, firings, consumed)
 	if err != nil {
 		return nil, err
 	}
@@ -193,9 +201,9 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, nil) }
+func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, nil, nil) }
 
-func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]uint64) (*Session, error) {
+func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]uint64, consumed []string) (*Session, error) {
 	if cfg.Graph == nil || cfg.Broker == nil {
 		return nil, errors.New("session: Config needs Graph and Broker")
 	}
@@ -269,11 +277,17 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, broker.FileStorage); err != nil {
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage()); err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
-		acfg.JetStream = js
+		kv, err := broker.SessionKV(context.Background(), js, cfg.ID, cfg.Broker.Storage())
+		if err != nil {
+			s.closeEvents()
+			return nil, fmt.Errorf("session: checkpoint store: %w", err)
+		}
+		s.jr.kv = kv
+		acfg.JetStream, acfg.Consume, acfg.Consumed = js, true, consumed
 	}
 	sys, err := actors.New(acfg)
 	if err != nil {
