@@ -72,9 +72,9 @@ type nodeActor struct {
 
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed.
-	acks     map[string][]heldMsg
-	unacked  map[uint64]struct{} // stream sequences held
-	maxSeq   uint64              // the highest stream sequence received
+	acks    map[string][]heldMsg
+	unacked map[uint64]struct{} // stream sequences held
+	maxSeq  uint64              // the highest stream sequence received
 
 	mailbox *pinned // the goroutine that runs Receive
 	runner  *pinned // the goroutine that runs the handler

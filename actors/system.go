@@ -45,8 +45,8 @@ type Config struct {
 	// a restart (from the checkpoint), so redeliveries are recognised.
 	Consume  bool
 	Consumed []string
-	Registry  *nodes.Registry
-	Journal   Journal
+	Registry *nodes.Registry
+	Journal  Journal
 	// OnTerminal is called after a token's path ends and every envelope and
 	// event of that firing has been published.
 	OnTerminal func(node string, t *Terminal)
