@@ -105,6 +105,8 @@ type journal struct {
 	floors     map[string]uint64  // acknowledgement floor per node
 	lastStatus string             // status of the last committed firing
 	kv         jetstream.KeyValue
+	offline    bool                // rebuilding a state from records
+	sched      *scheduler.Snapshot // the scheduler's counters of the last record
 
 	policy    CheckpointPolicy
 	cleanup   bool      // remove the checkpoint when the session succeeds
@@ -138,6 +140,7 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 	}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
 	j.consumed = append(j.consumed[:0], cp.Consumed...)
+	j.sched = cp.Scheduler
 	j.status, j.reason = cp.Status, cp.FailureReason
 	var out []*pb.Envelope
 	for _, raw := range cp.Pending {
@@ -156,19 +159,59 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 func (j *journal) add(envs ...*pb.Envelope) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.addLocked(envs)
+	if j.kv != nil {
+		return j.appendRecordLocked(nil, envs)
+	}
+	return j.saveLocked()
+}
+
+func (j *journal) addLocked(envs []*pb.Envelope) {
 	for _, e := range envs {
 		if _, ok := j.pending[e.GetId()]; !ok {
 			j.pending[e.GetId()] = e
 			j.order = append(j.order, e.GetId())
 		}
 	}
-	return j.saveLocked()
 }
 
 // Commit implements actors.Journal.
 func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.apply(c)
+	if j.kv != nil {
+		return j.appendRecordLocked(c, nil)
+	}
+	if c.Status != "" {
+		j.unsaved++
+	}
+	final := j.status != "running"
+	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
+		return nil
+	}
+	if final && j.status == "success" && j.cleanup && j.dir != "" {
+		j.seq++
+		if err := os.Remove(filepath.Join(j.dir, "checkpoint.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := j.saveLocked(); err != nil {
+		return err
+	}
+	if j.onSaved != nil && j.dir != "" {
+		j.onSaved(j.seq, c.Node)
+	}
+	return nil
+}
+
+// keepContext reports whether the journal keeps the run context (it is
+// written somewhere).
+func (j *journal) keepContext() bool { return j.dir != "" || j.kv != nil || j.offline }
+
+// apply changes the state by one commit; it does no I/O.
+func (j *journal) apply(c *actors.Commit) {
 	for i, id := range c.Consumed {
 		delete(j.pending, id)
 		if i < len(c.Seqs) && c.Seqs[i] > 0 {
@@ -187,12 +230,15 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	}
 	if c.Status != "" {
 		j.completed = append(j.completed, c.Node)
+		if len(j.completed) > maxCompleted {
+			j.completed = append(j.completed[:0], j.completed[len(j.completed)-maxCompleted:]...)
+		}
 		j.outcomes[c.Node] = c.Status
 		j.visits[c.Node] = int(c.Firing)
 		j.firings++
 		j.current = c.Node
 	}
-	if c.Status != "" && j.dir != "" {
+	if c.Status != "" && j.keepContext() {
 		j.context = map[string]string{}
 		for _, kv := range c.Context {
 			j.context[kv.GetKey()] = kv.GetValue()
@@ -217,28 +263,12 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 			}
 		}
 	}
-	if c.Status != "" {
-		j.unsaved++
-	}
-	final := j.status != "running"
-	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
-		return nil
-	}
-	if final && j.status == "success" && j.cleanup && j.dir != "" {
-		j.seq++
-		if err := os.Remove(filepath.Join(j.dir, "checkpoint.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	if err := j.saveLocked(); err != nil {
-		return err
-	}
-	if j.onSaved != nil && j.dir != "" {
-		j.onSaved(j.seq, c.Node)
-	}
-	return nil
 }
+
+// maxCompleted bounds the completed_nodes list of a checkpoint (the most
+// recent completions): a reactive session may run for days. Visit counts
+// per node are kept in full.
+const maxCompleted = 1000
 
 // trimConsumed forgets the node's consumed envelopes at or below its new
 // acknowledgement floor: JetStream will not deliver those again.
@@ -296,6 +326,8 @@ func (j *journal) snapshot() *Checkpoint {
 	cp.Consumed = append([]ConsumedEnvelope(nil), j.consumed...)
 	if j.schedSnap != nil {
 		cp.Scheduler = j.schedSnap()
+	} else if j.sched != nil {
+		cp.Scheduler = j.sched
 	}
 	kept := j.order[:0]
 	for _, id := range j.order {
@@ -316,7 +348,7 @@ func (j *journal) snapshot() *Checkpoint {
 func (j *journal) saveLocked() error {
 	j.seq++
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
-	if j.dir == "" && j.kv == nil {
+	if j.dir == "" {
 		return nil
 	}
 	cp := j.snapshot()
@@ -324,27 +356,10 @@ func (j *journal) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	if j.kv != nil {
-		// Each checkpoint under its own key (history), then the latest.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := j.kv.Put(ctx, checkpointKey(cp.Seq), data); err != nil {
-			return fmt.Errorf("checkpoint store: %w", err)
-		}
-		if _, err := j.kv.Put(ctx, latestKey, data); err != nil {
-			return fmt.Errorf("checkpoint store: %w", err)
-		}
-	}
-	if j.dir == "" {
-		return nil
-	}
 	return writeFileAtomic(filepath.Join(j.dir, "checkpoint.json"), data)
 }
 
-// Keys of the session's KV bucket.
-const latestKey = "checkpoint.latest"
 
-func checkpointKey(seq uint64) string { return fmt.Sprintf("checkpoint.%012d", seq) }
 
 // writeFileAtomic writes data to a temporary file and renames it over path,
 // so a crash leaves either the old or the new checkpoint, never a torn one.

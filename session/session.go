@@ -69,6 +69,10 @@ type Config struct {
 	// Checkpoint says when the checkpoint is written. Nil writes after
 	// every envelope and keeps the checkpoint (what the CLI does).
 	Checkpoint *CheckpointPolicy
+	// ForkOf and FromCheckpoint make Resume start a new durable session
+	// (ID) from another one's checkpoint (0: its latest).
+	ForkOf         string
+	FromCheckpoint uint64
 }
 
 // Session is a running graph.
@@ -88,6 +92,7 @@ type Session struct {
 	loopDone chan struct{}
 	finish   sync.Once
 	started  time.Time
+	resumed  []*pb.Envelope // pending envelopes of the checkpoint resumed from
 }
 
 // NewID returns a fresh session id.
@@ -104,6 +109,11 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	if err := s.writeManifest(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.jr.started(ctx, &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
+		Input: cfg.Input}, cfg.Graph.DOT()); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -140,43 +150,61 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-// Resume continues the session whose checkpoint is in cfg.LogsDir: node
-// counters, context and completed nodes are restored and the envelopes that
-// were pending are delivered again.
+// Resume continues a session from its checkpoint: node counters, context
+// and completed nodes are restored and the envelopes that were pending are
+// delivered again. A durable session's checkpoint is read from its KV
+// bucket (cfg.ID, or cfg.ForkOf to start a new session cfg.ID from another
+// one's checkpoint cfg.FromCheckpoint, leaving that one intact); any other
+// from checkpoint.json in cfg.LogsDir.
 func Resume(ctx context.Context, cfg Config) (*Session, error) {
-	cp, err := ReadCheckpoint(cfg.LogsDir)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.ID == "" {
-		cfg.ID = cp.SessionID
+	var cp *Checkpoint
+	var err error
+	if cfg.Durable {
+		src := cfg.ID
+		if cfg.ForkOf != "" {
+			src = cfg.ForkOf
+			if cfg.ID == "" || cfg.ID == cfg.ForkOf {
+				return nil, errors.New("session: a fork needs a new session id")
+			}
+		} else if cfg.FromCheckpoint != 0 {
+			return nil, errors.New("session: resuming from an earlier checkpoint forks: give ForkOf and a new ID")
+		}
+		if src == "" {
+			return nil, errors.New("session: resume needs the session id")
+		}
+		if cp, err = LoadCheckpoint(ctx, cfg.Broker, src, cfg.FromCheckpoint); err != nil {
+			return nil, err
+		}
+	} else {
+		if cp, err = ReadCheckpoint(cfg.LogsDir); err != nil {
+			return nil, err
+		}
+		if cfg.ID == "" {
+			cfg.ID = cp.SessionID
+		}
 	}
 	if cp.Graph != "" && cp.Graph != cfg.Graph.Name {
 		return nil, fmt.Errorf("session: checkpoint is of graph %q, not %q", cp.Graph, cfg.Graph.Name)
 	}
-	restore := cp.Scheduler
-	if restore == nil {
-		restore = &scheduler.Snapshot{Iterations: map[string]int{}, Total: int(cp.Firings)}
-		for n, v := range cp.NodeVisits {
-			restore.Iterations[n] = v
+	if cfg.ForkOf != "" {
+		// A new session: its stream holds nothing yet, so nothing of the
+		// original's is delivered again; the pending envelopes are its own.
+		cp.SessionID, cp.Consumed = cfg.ID, nil
+	}
+	s, err := newSessionWith(cfg, cp)
+	if err != nil {
+		return nil, err
+	}
+	pending := s.resumed
+	if cfg.ForkOf != "" {
+		for _, env := range pending {
+			env.SessionId = cfg.ID
 		}
-	}
-	firings := map[string]uint64{}
-	for n, v := range cp.NodeVisits {
-		firings[n] = uint64(v)
-	}
-	consumed := make([]string, len(cp.Consumed))
-	for i, c := range cp.Consumed {
-		consumed[i] = c.ID
-	}
-	s, err := newSessionWith(cfg, restore, firings, consumed)
-	if err != nil {
-		return nil, err
-	}
-	pending, err := s.jr.restore(cp)
-	if err != nil {
-		s.Stop()
-		return nil, err
+		if err := s.jr.forked(ctx, &Meta{ID: cfg.ID, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started,
+			ForkOf: cfg.ForkOf, ForkAt: cp.Seq}, cfg.Graph.DOT()); err != nil {
+			s.Stop()
+			return nil, err
+		}
 	}
 	s.sys.SetEventSeq(cp.Seq * 1000) // resumed events sort after the first run's
 	s.sys.Emit(&pb.Event{Kind: "session.resumed", Message: cp.CurrentNode,
@@ -201,9 +229,30 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
-func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, nil, nil) }
+func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil) }
 
-func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]uint64, consumed []string) (*Session, error) {
+// newSessionWith makes a session, resuming from cp when it is not nil: the
+// journal holds cp's state before any node starts.
+func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
+	var restore *scheduler.Snapshot
+	var firings map[string]uint64
+	var consumed []string
+	if cp != nil {
+		restore = cp.Scheduler
+		if restore == nil {
+			restore = &scheduler.Snapshot{Iterations: map[string]int{}, Total: int(cp.Firings)}
+			for n, v := range cp.NodeVisits {
+				restore.Iterations[n] = v
+			}
+		}
+		firings = map[string]uint64{}
+		for n, v := range cp.NodeVisits {
+			firings[n] = uint64(v)
+		}
+		for _, c := range cp.Consumed {
+			consumed = append(consumed, c.ID)
+		}
+	}
 	if cfg.Graph == nil || cfg.Broker == nil {
 		return nil, errors.New("session: Config needs Graph and Broker")
 	}
@@ -288,6 +337,14 @@ func newSessionWith(cfg Config, restore *scheduler.Snapshot, firings map[string]
 		}
 		s.jr.kv = kv
 		acfg.JetStream, acfg.Consume, acfg.Consumed = js, true, consumed
+	}
+	if cp != nil {
+		pending, err := s.jr.restore(cp)
+		if err != nil {
+			s.closeEvents()
+			return nil, err
+		}
+		s.resumed = pending
 	}
 	sys, err := actors.New(acfg)
 	if err != nil {

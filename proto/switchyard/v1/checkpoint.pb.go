@@ -240,6 +240,193 @@ func (x *Checkpoint) GetFailureReason() string {
 	return ""
 }
 
+// JournalRecord is one entry of a durable session's journal: a node firing
+// committed (or envelopes consumed without one, or the first input
+// published). A session's state is its latest snapshot plus the records
+// after it, applied in order; the records are also its history.
+type JournalRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seq numbers the records of a session from 1, without gaps.
+	Seq  uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	Node string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// firing is the node's firing number (0 when nothing ran).
+	Firing uint64 `protobuf:"varint,4,opt,name=firing,proto3" json:"firing,omitempty"`
+	// status is the firing's outcome status ("" when nothing ran).
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// consumed are the ids of the envelopes the record consumed, and
+	// consumed_seqs their stream sequences (0 when unknown).
+	Consumed     []string `protobuf:"bytes,7,rep,name=consumed,proto3" json:"consumed,omitempty"`
+	ConsumedSeqs []uint64 `protobuf:"varint,8,rep,packed,name=consumed_seqs,json=consumedSeqs,proto3" json:"consumed_seqs,omitempty"`
+	// floor is the node's acknowledgement floor before the record.
+	Floor uint64 `protobuf:"varint,9,opt,name=floor,proto3" json:"floor,omitempty"`
+	// produced are the envelopes the firing published.
+	Produced []*Envelope `protobuf:"bytes,10,rep,name=produced,proto3" json:"produced,omitempty"`
+	// context is the run context after the firing.
+	Context []*KV `protobuf:"bytes,11,rep,name=context,proto3" json:"context,omitempty"`
+	// terminal_* are set when the record ends a token's path or the run.
+	TerminalStatus string `protobuf:"bytes,12,opt,name=terminal_status,json=terminalStatus,proto3" json:"terminal_status,omitempty"`
+	TerminalReason string `protobuf:"bytes,13,opt,name=terminal_reason,json=terminalReason,proto3" json:"terminal_reason,omitempty"`
+	TerminalFinal  bool   `protobuf:"varint,14,opt,name=terminal_final,json=terminalFinal,proto3" json:"terminal_final,omitempty"`
+	Usage          *Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	// scheduler is the scheduler's counters after the record (JSON).
+	Scheduler []byte `protobuf:"bytes,16,opt,name=scheduler,proto3" json:"scheduler,omitempty"`
+	// added are envelopes published outside a firing (the first input).
+	Added         []*Envelope `protobuf:"bytes,17,rep,name=added,proto3" json:"added,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalRecord) Reset() {
+	*x = JournalRecord{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalRecord) ProtoMessage() {}
+
+func (x *JournalRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalRecord.ProtoReflect.Descriptor instead.
+func (*JournalRecord) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JournalRecord) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *JournalRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *JournalRecord) GetFiring() uint64 {
+	if x != nil {
+		return x.Firing
+	}
+	return 0
+}
+
+func (x *JournalRecord) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *JournalRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JournalRecord) GetConsumed() []string {
+	if x != nil {
+		return x.Consumed
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetConsumedSeqs() []uint64 {
+	if x != nil {
+		return x.ConsumedSeqs
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *JournalRecord) GetProduced() []*Envelope {
+	if x != nil {
+		return x.Produced
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetContext() []*KV {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetTerminalStatus() string {
+	if x != nil {
+		return x.TerminalStatus
+	}
+	return ""
+}
+
+func (x *JournalRecord) GetTerminalReason() string {
+	if x != nil {
+		return x.TerminalReason
+	}
+	return ""
+}
+
+func (x *JournalRecord) GetTerminalFinal() bool {
+	if x != nil {
+		return x.TerminalFinal
+	}
+	return false
+}
+
+func (x *JournalRecord) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetScheduler() []byte {
+	if x != nil {
+		return x.Scheduler
+	}
+	return nil
+}
+
+func (x *JournalRecord) GetAdded() []*Envelope {
+	if x != nil {
+		return x.Added
+	}
+	return nil
+}
+
 var File_switchyard_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
@@ -267,7 +454,26 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\afirings\x18\n" +
 	" \x01(\x04R\afirings\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12%\n" +
-	"\x0efailure_reason\x18\f \x01(\tR\rfailureReasonBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xd8\x04\n" +
+	"\rJournalRecord\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06firing\x18\x04 \x01(\x04R\x06firing\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1a\n" +
+	"\bconsumed\x18\a \x03(\tR\bconsumed\x12#\n" +
+	"\rconsumed_seqs\x18\b \x03(\x04R\fconsumedSeqs\x12\x14\n" +
+	"\x05floor\x18\t \x01(\x04R\x05floor\x123\n" +
+	"\bproduced\x18\n" +
+	" \x03(\v2\x17.switchyard.v1.EnvelopeR\bproduced\x12+\n" +
+	"\acontext\x18\v \x03(\v2\x11.switchyard.v1.KVR\acontext\x12'\n" +
+	"\x0fterminal_status\x18\f \x01(\tR\x0eterminalStatus\x12'\n" +
+	"\x0fterminal_reason\x18\r \x01(\tR\x0eterminalReason\x12%\n" +
+	"\x0eterminal_final\x18\x0e \x01(\bR\rterminalFinal\x12*\n" +
+	"\x05usage\x18\x0f \x01(\v2\x14.switchyard.v1.UsageR\x05usage\x12\x1c\n" +
+	"\tscheduler\x18\x10 \x01(\fR\tscheduler\x12-\n" +
+	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05addedBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_checkpoint_proto_rawDescOnce sync.Once
@@ -281,26 +487,32 @@ func file_switchyard_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_checkpoint_proto_rawDescData
 }
 
-var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_switchyard_v1_checkpoint_proto_goTypes = []any{
 	(*NodeRecord)(nil),            // 0: switchyard.v1.NodeRecord
 	(*Checkpoint)(nil),            // 1: switchyard.v1.Checkpoint
-	(*Usage)(nil),                 // 2: switchyard.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
-	(*KV)(nil),                    // 4: switchyard.v1.KV
-	(*Envelope)(nil),              // 5: switchyard.v1.Envelope
+	(*JournalRecord)(nil),         // 2: switchyard.v1.JournalRecord
+	(*Usage)(nil),                 // 3: switchyard.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*KV)(nil),                    // 5: switchyard.v1.KV
+	(*Envelope)(nil),              // 6: switchyard.v1.Envelope
 }
 var file_switchyard_v1_checkpoint_proto_depIdxs = []int32{
-	2, // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
-	3, // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
-	0, // 2: switchyard.v1.Checkpoint.nodes:type_name -> switchyard.v1.NodeRecord
-	4, // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
-	5, // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	3,  // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
+	4,  // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	0,  // 2: switchyard.v1.Checkpoint.nodes:type_name -> switchyard.v1.NodeRecord
+	5,  // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
+	6,  // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
+	4,  // 5: switchyard.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
+	6,  // 6: switchyard.v1.JournalRecord.produced:type_name -> switchyard.v1.Envelope
+	5,  // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
+	3,  // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
+	6,  // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_checkpoint_proto_init() }
@@ -315,7 +527,7 @@ func file_switchyard_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_checkpoint_proto_rawDesc), len(file_switchyard_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

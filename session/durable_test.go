@@ -1,0 +1,160 @@
+package session_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/session"
+)
+
+// counter counts handler runs per node, and the attempt ids they saw.
+type counter struct {
+	mu       sync.Mutex
+	runs     map[string]int
+	attempts map[string][]string
+}
+
+func newCounter() *counter { return &counter{runs: map[string]int{}, attempts: map[string][]string{}} }
+
+func (c *counter) add(in *nodes.Input) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs[in.Node.ID]++
+	c.attempts[in.Node.ID] = append(c.attempts[in.Node.ID], in.AttemptID)
+}
+
+func (c *counter) get(node string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.runs[node]
+}
+
+// TestDurableRestart stops a durable session while a node runs, restarts
+// the embedded server on the same data directory (what a new process
+// does) and resumes the session by id alone: the interrupted node runs
+// again with the same attempt id, nothing before it runs twice, and the
+// history and a fork from an earlier checkpoint are available.
+func TestDurableRestart(t *testing.T) {
+	data := t.TempDir()
+	src := `digraph d { start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="custom.echo"]; b [type="custom.hang"]; c [type="custom.echo"]
+		start -> a -> b -> c -> exit }`
+	cnt := newCounter()
+	block := true
+	var blockMu sync.Mutex
+	blocked := make(chan struct{}, 1)
+	reg := func(reg *nodes.Registry) {
+		echo := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			cnt.add(in)
+			return &nodes.Outcome{Status: nodes.StatusSuccess, Response: in.Node.ID + " done",
+				ContextUpdates: map[string]string{"seen." + in.Node.ID: "yes"}}, nil
+		})
+		hang := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			cnt.add(in)
+			blockMu.Lock()
+			b := block
+			blockMu.Unlock()
+			if b {
+				blocked <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "b done"}, nil
+		})
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: echo}))
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.hang", Handler: hang}))
+	}
+	start := func() *broker.Broker {
+		b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = data }))
+		return b
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// First process: runs until b, then dies.
+	b1 := start()
+	r1 := &run{t: t, broker: b1, reg: reg}
+	cfg := r1.config(r1.load(src))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "dur1", true, ""
+	s1, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("b never started")
+	}
+	s1.Stop()
+	require.NoError(t, b1.Close())
+
+	// Second process: the same data directory; resume by id.
+	blockMu.Lock()
+	block = false
+	blockMu.Unlock()
+	b2 := start()
+	r2 := &run{t: t, broker: b2, reg: reg}
+	cfg2 := r2.config(r2.load(src))
+	cfg2.ID, cfg2.Durable, cfg2.LogsDir = "dur1", true, ""
+	s2, err := session.Resume(ctx, cfg2)
+	require.NoError(t, err)
+	rep, err := s2.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, 1, cnt.get("a"), "a ran before the crash and is not run again")
+	require.Equal(t, 2, cnt.get("b"), "b was interrupted and runs again")
+	require.Equal(t, 1, cnt.get("c"))
+	cnt.mu.Lock()
+	require.Equal(t, cnt.attempts["b"][0], cnt.attempts["b"][1], "the re-run keeps its idempotency key")
+	cnt.mu.Unlock()
+
+	hist, err := session.History(ctx, b2, "dur1")
+	require.NoError(t, err)
+	var visited []string
+	for _, h := range hist {
+		if h.Status != "" {
+			visited = append(visited, h.Node+":"+h.Status)
+		}
+	}
+	require.Equal(t, []string{"start:success", "a:success", "b:success", "c:success", "exit:success"}, visited)
+	require.Equal(t, "success (run)", hist[len(hist)-1].Terminal)
+	cp, err := session.LoadCheckpoint(ctx, b2, "dur1", 0)
+	require.NoError(t, err)
+	require.Equal(t, "success", cp.Status)
+	require.Empty(t, cp.Pending)
+
+	// Fork from the checkpoint after a: b and c run again in the fork; the
+	// original is untouched.
+	var afterA uint64
+	for _, h := range hist {
+		if h.Node == "a" && h.Status == "success" {
+			afterA = h.Seq
+		}
+	}
+	require.NotZero(t, afterA)
+	cfg3 := r2.config(r2.load(src))
+	cfg3.ID, cfg3.Durable, cfg3.LogsDir = "dur1fork", true, ""
+	cfg3.ForkOf, cfg3.FromCheckpoint = "dur1", afterA
+	s3, err := session.Resume(ctx, cfg3)
+	require.NoError(t, err)
+	rep, err = s3.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, 1, cnt.get("a"), "the fork starts after a")
+	require.Equal(t, 3, cnt.get("b"))
+	require.Equal(t, 2, cnt.get("c"))
+	again, err := session.History(ctx, b2, "dur1")
+	require.NoError(t, err)
+	require.Equal(t, hist, again, "the original's history is unchanged")
+	forkHist, err := session.History(ctx, b2, "dur1fork")
+	require.NoError(t, err)
+	require.Equal(t, afterA+1, forkHist[0].Seq)
+	meta, err := session.ReadMeta(ctx, b2, "dur1fork")
+	require.NoError(t, err)
+	require.Equal(t, "dur1", meta.ForkOf)
+}

@@ -1,0 +1,324 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
+)
+
+// A durable session keeps its state in its KV bucket as a journal: one
+// record per commit under journal.<seq> (protobuf JournalRecord), and now
+// and then a snapshot of the whole state under checkpoint.latest (the JSON
+// Checkpoint). The state after record N is the latest snapshot at or
+// before N with the records after it applied in order. A commit costs one
+// small KV write; the records are the session's history.
+
+// snapshotEvery is how many records a durable session writes between two
+// snapshots (and the last record always has one).
+const snapshotEvery = 64
+
+// Keys of the session's KV bucket.
+const (
+	latestKey = "checkpoint.latest"
+	graphKey  = "graph.dot"
+	metaKey   = "session.meta"
+)
+
+func recordKey(seq uint64) string { return fmt.Sprintf("journal.%012d", seq) }
+
+// appendRecordLocked writes the record of a commit (or of envelopes added
+// outside a firing) after it was applied, and a snapshot when one is due.
+func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) error {
+	seq := j.seq + 1
+	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.clk.Now()), Added: added}
+	if c != nil {
+		rec.Node, rec.Firing, rec.Status, rec.Reason = c.Node, c.Firing, c.Status, c.Reason
+		rec.Consumed, rec.ConsumedSeqs, rec.Floor = c.Consumed, c.Seqs, c.Floor
+		rec.Produced, rec.Context, rec.Usage = c.Produced, c.Context, c.Usage
+		if t := c.Terminal; t != nil {
+			rec.TerminalStatus, rec.TerminalReason, rec.TerminalFinal = t.Status, t.Reason, t.Final
+		}
+	}
+	if j.schedSnap != nil {
+		if data, err := json.Marshal(j.schedSnap()); err == nil {
+			rec.Scheduler = data
+		}
+	}
+	data, err := proto.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := j.kv.Put(ctx, recordKey(seq), data); err != nil {
+		return fmt.Errorf("checkpoint store: %w", err)
+	}
+	j.seq = seq
+	if seq%snapshotEvery == 0 || j.status != "running" {
+		if err := j.writeSnapshotLocked(ctx); err != nil {
+			return err
+		}
+	}
+	if j.onSaved != nil && c != nil {
+		j.onSaved(seq, c.Node)
+	}
+	return nil
+}
+
+// writeSnapshotLocked writes the whole state (and mirrors it to
+// checkpoint.json when the session has a run directory).
+func (j *journal) writeSnapshotLocked(ctx context.Context) error {
+	cp := j.snapshot()
+	data, err := json.Marshal(cp)
+	if err != nil {
+		return err
+	}
+	if _, err := j.kv.Put(ctx, latestKey, data); err != nil {
+		return fmt.Errorf("checkpoint store: %w", err)
+	}
+	if j.dir == "" {
+		return nil
+	}
+	pretty, _ := json.MarshalIndent(cp, "", "  ")
+	return writeFileAtomic(j.dir+"/checkpoint.json", pretty)
+}
+
+// applyRecord replays one record.
+func (j *journal) applyRecord(rec *pb.JournalRecord) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if rec.GetSeq() != j.seq+1 {
+		return fmt.Errorf("session: journal record %d follows %d", rec.GetSeq(), j.seq)
+	}
+	j.addLocked(rec.GetAdded())
+	if rec.GetNode() != "" {
+		c := &actors.Commit{Node: rec.GetNode(), Firing: rec.GetFiring(), Status: rec.GetStatus(), Reason: rec.GetReason(),
+			Consumed: rec.GetConsumed(), Seqs: rec.GetConsumedSeqs(), Floor: rec.GetFloor(),
+			Produced: rec.GetProduced(), Context: rec.GetContext(), Usage: rec.GetUsage()}
+		if rec.GetTerminalStatus() != "" {
+			c.Terminal = &actors.Terminal{Status: rec.GetTerminalStatus(), Reason: rec.GetTerminalReason(), Final: rec.GetTerminalFinal()}
+		}
+		j.apply(c)
+	}
+	if len(rec.GetScheduler()) > 0 {
+		snap := &scheduler.Snapshot{}
+		if err := json.Unmarshal(rec.GetScheduler(), snap); err == nil {
+			j.sched = snap
+		}
+	}
+	j.seq = rec.GetSeq()
+	return nil
+}
+
+// ErrNoCheckpoint is returned for a session that has no durable state.
+var ErrNoCheckpoint = errors.New("session: no checkpoint")
+
+// readRecord reads journal record seq; nil when there is none.
+func readRecord(ctx context.Context, kv jetstream.KeyValue, seq uint64) (*pb.JournalRecord, error) {
+	e, err := kv.Get(ctx, recordKey(seq))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec := &pb.JournalRecord{}
+	if err := proto.Unmarshal(e.Value(), rec); err != nil {
+		return nil, fmt.Errorf("session: journal record %d: %w", seq, err)
+	}
+	return rec, nil
+}
+
+// openKV opens an existing session's bucket.
+func openKV(ctx context.Context, b *broker.Broker, session string) (jetstream.KeyValue, error) {
+	kv, err := b.JetStream().KeyValue(ctx, broker.KVName(session))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w for session %s (is it durable, on this --data or --nats?)", ErrNoCheckpoint, session)
+	}
+	return kv, err
+}
+
+// LoadCheckpoint rebuilds a durable session's state from its KV bucket:
+// after its last record, or (upTo > 0) after record upTo.
+func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo uint64) (*Checkpoint, error) {
+	kv, err := openKV(ctx, b, session)
+	if err != nil {
+		return nil, err
+	}
+	j := newJournal("", session, "", clock.Real())
+	j.offline = true
+	if e, err := kv.Get(ctx, latestKey); err == nil {
+		cp := &Checkpoint{}
+		if err := json.Unmarshal(e.Value(), cp); err != nil {
+			return nil, fmt.Errorf("session: snapshot of %s: %w", session, err)
+		}
+		if upTo == 0 || cp.Seq <= upTo {
+			if _, err := j.restore(cp); err != nil {
+				return nil, err
+			}
+			j.graph = cp.Graph
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, err
+	}
+	for seq := j.seq + 1; upTo == 0 || seq <= upTo; seq++ {
+		rec, err := readRecord(ctx, kv, seq)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			break
+		}
+		if err := j.applyRecord(rec); err != nil {
+			return nil, err
+		}
+	}
+	if j.seq == 0 {
+		return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
+	}
+	if upTo > 0 && j.seq < upTo {
+		return nil, fmt.Errorf("session %s has no checkpoint %d (the last is %d)", session, upTo, j.seq)
+	}
+	cp := j.snapshot()
+	if cp.Graph == "" {
+		if meta, err := ReadMeta(ctx, b, session); err == nil {
+			cp.Graph = meta.Graph
+		}
+	}
+	return cp, nil
+}
+
+// HistoryEntry is one checkpoint of a durable session's history.
+type HistoryEntry struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Node     string    `json:"node,omitempty"`
+	Firing   uint64    `json:"firing,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Consumed int       `json:"consumed"`
+	Produced int       `json:"produced"`
+	// Terminal is the run's or the token's end recorded there, if any.
+	Terminal string `json:"terminal,omitempty"`
+}
+
+// History lists a durable session's checkpoints, oldest first.
+func History(ctx context.Context, b *broker.Broker, session string) ([]HistoryEntry, error) {
+	kv, err := openKV(ctx, b, session)
+	if err != nil {
+		return nil, err
+	}
+	first := uint64(1)
+	if m, err := ReadMeta(ctx, b, session); err == nil && m.ForkOf != "" {
+		first = m.ForkAt + 1 // a fork's history starts after its snapshot
+	}
+	var out []HistoryEntry
+	for seq := first; ; seq++ {
+		rec, err := readRecord(ctx, kv, seq)
+		if err != nil {
+			return nil, err
+		}
+		if rec == nil {
+			break
+		}
+		h := HistoryEntry{Seq: rec.GetSeq(), Time: rec.GetTime().AsTime(), Node: rec.GetNode(), Firing: rec.GetFiring(),
+			Status: rec.GetStatus(), Reason: rec.GetReason(), Consumed: len(rec.GetConsumed()),
+			Produced: len(rec.GetProduced()) + len(rec.GetAdded())}
+		if rec.GetTerminalStatus() != "" {
+			h.Terminal = rec.GetTerminalStatus()
+			if rec.GetTerminalFinal() {
+				h.Terminal += " (run)"
+			}
+		}
+		out = append(out, h)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
+	}
+	return out, nil
+}
+
+// Meta is what a durable session records about itself when it starts, so
+// that it can be resumed by id alone.
+type Meta struct {
+	ID      string    `json:"id"`
+	Graph   string    `json:"graph"`
+	File    string    `json:"file,omitempty"`
+	Kind    string    `json:"kind"`
+	Started time.Time `json:"started"`
+	// ForkOf and ForkAt name the session and checkpoint it was forked from.
+	ForkOf string `json:"fork_of,omitempty"`
+	ForkAt uint64 `json:"fork_at,omitempty"`
+	Input  string `json:"input,omitempty"`
+}
+
+// ReadMeta reads a durable session's record of itself.
+func ReadMeta(ctx context.Context, b *broker.Broker, session string) (*Meta, error) {
+	kv, err := openKV(ctx, b, session)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, metaKey)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", session, err)
+	}
+	m := &Meta{}
+	return m, json.Unmarshal(e.Value(), m)
+}
+
+// ReadGraph returns the DOT source a durable session runs.
+func ReadGraph(ctx context.Context, b *broker.Broker, session string) ([]byte, error) {
+	kv, err := openKV(ctx, b, session)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, graphKey)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: graph: %w", session, err)
+	}
+	return e.Value(), nil
+}
+
+// writeMeta records the session and its graph in its bucket.
+func writeMeta(ctx context.Context, kv jetstream.KeyValue, m *Meta, dot string) error {
+	data, _ := json.Marshal(m)
+	if _, err := kv.Put(ctx, metaKey, data); err != nil {
+		return err
+	}
+	_, err := kv.Put(ctx, graphKey, []byte(dot))
+	return err
+}
+
+// forked starts a fork's bucket: its record of itself, its graph and a
+// snapshot of the state it starts from (its history begins after it).
+func (j *journal) forked(ctx context.Context, m *Meta, dot string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := writeMeta(ctx, j.kv, m, dot); err != nil {
+		return fmt.Errorf("session: fork: %w", err)
+	}
+	return j.writeSnapshotLocked(ctx)
+}
+
+// started records a new durable session's meta and graph.
+func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
+	if j.kv == nil {
+		return nil
+	}
+	if err := writeMeta(ctx, j.kv, m, dot); err != nil {
+		return fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	return nil
+}
