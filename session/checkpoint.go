@@ -359,8 +359,6 @@ func (j *journal) saveLocked() error {
 	return writeFileAtomic(filepath.Join(j.dir, "checkpoint.json"), data)
 }
 
-
-
 // writeFileAtomic writes data to a temporary file and renames it over path,
 // so a crash leaves either the old or the new checkpoint, never a torn one.
 func writeFileAtomic(path string, data []byte) error {
