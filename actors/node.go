@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
@@ -174,8 +175,11 @@ func (a *nodeActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *delivery:
 		a.s.sched.Progress()
-		if m.msg != nil && !a.track(m) {
-			return
+		if m.msg != nil {
+			if !a.track(m) {
+				return
+			}
+			crash.Point("deliver")
 		}
 		if a.joinBranch(m.env) {
 			a.tryFire(c)
@@ -191,6 +195,9 @@ func (a *nodeActor) Receive(c actor.Context) {
 		}
 		if before := b.Dropped(); true {
 			b.Push(m.env)
+			if b.Len() == 0 && len(b.Pending()) > 0 {
+				crash.Point("debounce-held") // held for a quiet window
+			}
 			if d := b.Dropped(); d > before {
 				if m.msg != nil {
 					// The superseded envelopes are consumed: on record, then
@@ -263,6 +270,7 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 	arrived := append(a.joins[top.GetForkId()], env)
 	if uint32(len(arrived)) < top.GetWidth() {
 		a.joins[top.GetForkId()] = arrived
+		crash.Point("join-wait")
 		a.s.Emit(&pb.Event{Kind: "node.waiting", Node: a.node.ID,
 			Message: "join incomplete: " + strconv.Itoa(len(arrived)) + " of " + strconv.FormatUint(uint64(top.GetWidth()), 10) + " branches arrived"})
 		return true
@@ -417,6 +425,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		Attrs: append([]*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}, callerAttrs(job.caller)...)})
 	if !a.s.runOn(a.runner, func() {
 		res := a.run(ctx, job)
+		crash.Point("handler-done")
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
 	}) {
 		a.running = false

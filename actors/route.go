@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/edges/cond"
 	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
@@ -102,6 +103,7 @@ func (a *nodeActor) finish(m *runDone) {
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
 	published := true // every output is out: the input may be acknowledged
+	crash.Point("before-commit")
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
 		published = false
 		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
@@ -111,7 +113,11 @@ func (a *nodeActor) finish(m *runDone) {
 		term = &Terminal{Status: "fail", Reason: "checkpoint failed: " + err.Error(), Final: true}
 		hops = nil
 	}
-	for _, h := range hops {
+	crash.Point("after-commit")
+	for i, h := range hops {
+		if i > 0 {
+			crash.Point("between-publish")
+		}
 		subj := broker.NodeIn(a.s.cfg.SessionID, h.to)
 		if h.edge != nil {
 			subj = broker.Edge(a.s.cfg.SessionID, edges.EdgeID(h.edge))
@@ -125,8 +131,10 @@ func (a *nodeActor) finish(m *runDone) {
 			}
 		}
 	}
+	crash.Point("after-publish")
 	if published {
 		a.acknowledge(consumed)
+		crash.Point("after-ack")
 	}
 	a.s.Emit(ev)
 	if o.Status == nodes.StatusFail {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -121,6 +122,7 @@ func (a *nodeActor) call(ctx context.Context, j *job, in *nodes.Input) (o *nodes
 				FailureReason: fmt.Sprintf("handler panicked: %v\n%s", r, debug.Stack())}
 		}
 	}()
+	crash.Point("handler")
 	out, err := j.h.Handle(ctx, in)
 	if err != nil {
 		reason := err.Error()

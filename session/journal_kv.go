@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/crash"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -66,7 +67,9 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) err
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
 	j.seq = seq
+	crash.Point("after-record")
 	if seq%snapshotEvery == 0 || j.status != "running" {
+		crash.Point("before-snapshot")
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
 		}

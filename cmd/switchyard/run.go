@@ -34,6 +34,12 @@ type runFlags struct {
 	resume   string
 	durable  bool
 	id       string
+
+	// Set by `switchyard resume`: the durable session to resume (its graph
+	// is read from its bucket), and for a fork the checkpoint and new id.
+	resumeID string
+	from     uint64
+	forkAs   string
 }
 
 func newRunCmd() *cobra.Command {
@@ -63,7 +69,7 @@ fails, 2 for invalid input or usage.`,
 	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	fl.StringVar(&f.resume, "resume", "", "resume the run whose run directory is DIR")
-	fl.BoolVar(&f.durable, "durable", false, "publish envelopes through JetStream (acknowledged and de-duplicated)")
+	fl.BoolVar(&f.durable, "durable", true, "keep the session in JetStream: it survives a crash and can be resumed by id (--durable=false: core NATS only, checkpoint.json only)")
 	fl.StringVar(&f.id, "id", "", "session id (default: generated)")
 	return cmd
 }
@@ -93,15 +99,19 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	if err != nil {
 		return usageErr(err)
 	}
-	g, diags := graph.LoadFile(file, graph.WithKnownTypes(builtinTypes()...))
-	for _, d := range diags {
-		fmt.Fprintln(stderr, d.String())
-	}
-	if g == nil || diags.HasErrors() {
-		return &exitError{code: 2}
-	}
-	if err := providers.check(ctx, g, f.provider); err != nil {
-		return usageErr(err)
+	var g *graph.Graph
+	if f.resumeID == "" {
+		var diags graph.Diagnostics
+		g, diags = graph.LoadFile(file, graph.WithKnownTypes(builtinTypes()...))
+		for _, d := range diags {
+			fmt.Fprintln(stderr, d.String())
+		}
+		if g == nil || diags.HasErrors() {
+			return &exitError{code: 2}
+		}
+		if err := providers.check(ctx, g, f.provider); err != nil {
+			return usageErr(err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -116,6 +126,15 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		return &exitError{code: 1, err: err}
 	}
 	defer b.Close()
+	if f.resumeID != "" {
+		// The graph the session runs is in its bucket.
+		if g, file, err = storedGraph(ctx, b, f.resumeID, stderr); err != nil {
+			return err
+		}
+		if err := providers.check(ctx, g, f.provider); err != nil {
+			return usageErr(err)
+		}
+	}
 
 	var iv nodes.Interviewer = nodes.NewQueue(answers)
 	if isTerminal(stdin) {
@@ -143,10 +162,23 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}
 	var s *session.Session
-	if f.resume != "" {
-		cfg.ID = f.id // the checkpoint's id unless --id is given
+	switch {
+	case f.resumeID != "":
+		cfg.ID, cfg.Durable = f.resumeID, true
+		if f.forkAs != "" {
+			cfg.ID, cfg.ForkOf, cfg.FromCheckpoint = f.forkAs, f.resumeID, f.from
+		}
+		if g.Kind() == "session" {
+			return serveResumed(ctx, cfg, g, file, stderr)
+		}
 		s, err = session.Resume(ctx, cfg)
-	} else {
+	case f.resume != "":
+		cfg.ID = f.id // the checkpoint's id unless --id is given
+		if cfg.Durable && cfg.ID == "" {
+			cfg.ID = runDirSession(f.resume)
+		}
+		s, err = session.Resume(ctx, cfg)
+	default:
 		s, err = session.Start(ctx, cfg)
 	}
 	if err != nil {
@@ -158,6 +190,9 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
+			if cfg.Durable {
+				return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: switchyard resume %s", s.ID())}
+			}
 			return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: switchyard run %s --resume %s", file, logs)}
 		}
 		return &exitError{code: 1, err: err}

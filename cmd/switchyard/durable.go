@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/session"
+)
+
+func init() { subcommands = append(subcommands, newResumeCmd, newHistoryCmd) }
+
+func newResumeCmd() *cobra.Command {
+	f := &runFlags{durable: true}
+	cmd := &cobra.Command{
+		Use:   "resume SESSION",
+		Short: "Continue a durable session from its last checkpoint, or fork it from an earlier one",
+		Long: `Resume continues a durable session (every run and serve is durable unless
+--durable=false) from its last checkpoint: nodes that completed are not run again, a node
+that was interrupted runs again with the same attempt id, envelopes that were not consumed
+are delivered, and iteration counts and budgets go on from where they were. The graph is
+read from the session's store, so only the id is needed (with the same --data or --nats).
+A pipeline runs to its end (exit status as for run); a reactive session is served until
+stopped (as by serve).
+
+With --from N --as NEW, a new session NEW starts from checkpoint N of SESSION (see
+switchyard history) and the original is left as it is.`,
+		Args: sessionArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.resumeID = args[0]
+			if (f.from != 0) != (f.forkAs != "") {
+				return usageErr(fmt.Errorf("--from and --as go together (fork SESSION at checkpoint N as NEW)"))
+			}
+			if f.forkAs != "" && !broker.ValidToken(f.forkAs) {
+				return usageErr(fmt.Errorf("invalid session id %q", f.forkAs))
+			}
+			return runPipeline(cmd.Context(), f, "", cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.Uint64Var(&f.from, "from", 0, "fork from this checkpoint (a number from switchyard history)")
+	fl.StringVar(&f.forkAs, "as", "", "the fork's session id")
+	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
+	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
+	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable)")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
+	fl.StringVar(&f.nats, "nats", "", "the NATS server the session ran on (default: the embedded one on --data)")
+	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
+	return cmd
+}
+
+// storedGraph reads and parses the graph a durable session runs.
+func storedGraph(ctx context.Context, b *broker.Broker, id string, stderr io.Writer) (*graph.Graph, string, error) {
+	meta, err := session.ReadMeta(ctx, b, id)
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: err}
+	}
+	src, err := session.ReadGraph(ctx, b, id)
+	if err != nil {
+		return nil, "", &exitError{code: 1, err: err}
+	}
+	opts := []graph.LoadOption{graph.WithKnownTypes(builtinTypes()...)}
+	if meta.Kind == "session" {
+		opts = append(opts, graph.AsSession())
+	}
+	name := id + ".dot"
+	g, diags := graph.Load(name, src, opts...)
+	if g == nil || diags.HasErrors() {
+		for _, d := range diags {
+			fmt.Fprintln(stderr, d.String())
+		}
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("session %s: its stored graph does not load", id)}
+	}
+	return g, name, nil
+}
+
+// runDirSession reads the session id a run directory belongs to.
+func runDirSession(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		ID string `json:"session_id"`
+	}
+	_ = json.Unmarshal(data, &m)
+	return m.ID
+}
+
+// serveResumed serves a resumed reactive session until it is stopped.
+func serveResumed(ctx context.Context, cfg session.Config, g *graph.Graph, file string, stderr io.Writer) error {
+	cfg.ControlAnswers = true
+	cfg.Deps.Interviewer = nil
+	s, err := session.Resume(ctx, cfg)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	h := &host{b: cfg.Broker, stopped: make(chan string, 1)}
+	if err := h.add(s, g, file); err != nil {
+		s.Stop()
+		return &exitError{code: 1, err: err}
+	}
+	if err := h.listen(); err != nil {
+		h.stopAll()
+		return &exitError{code: 1, err: err}
+	}
+	fmt.Fprintf(stderr, "serving resumed session %s\n", s.ID())
+	select {
+	case id := <-h.stopped:
+		fmt.Fprintf(stderr, "session %s stopped\n", id)
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept")
+		h.stopAll()
+	}
+	return nil
+}
+
+func newHistoryCmd() *cobra.Command {
+	var nats, data string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "history SESSION",
+		Short: "List a durable session's checkpoints (node, time, outcome)",
+		Args:  sessionArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			b, err := openStore(ctx, nats, data)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			hist, err := session.History(ctx, b, args[0])
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				for _, h := range hist {
+					_ = enc.Encode(h)
+				}
+				return nil
+			}
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "CHECKPOINT\tTIME\tNODE\tFIRING\tOUTCOME\tCONSUMED\tPRODUCED\tEND")
+			for _, h := range hist {
+				status := h.Status
+				if h.Reason != "" {
+					status += ": " + h.Reason
+				}
+				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", h.Seq, h.Time.Format(time.RFC3339), h.Node, h.Firing,
+					status, h.Consumed, h.Produced, h.Terminal)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the session ran on (default: the embedded one on --data)")
+	cmd.Flags().StringVar(&data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per checkpoint")
+	return cmd
+}
+
+// openStore starts the embedded server on data (or connects to nats) to
+// read sessions' stores.
+func openStore(ctx context.Context, nats, data string) (*broker.Broker, error) {
+	cfg := broker.DefaultConfig()
+	cfg.URL = nats
+	if data != "" {
+		cfg.DataDir = data
+	}
+	b, err := broker.Start(ctx, cfg)
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	return b, nil
+}
