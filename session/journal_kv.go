@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -213,6 +215,9 @@ type HistoryEntry struct {
 	Reason   string    `json:"reason,omitempty"`
 	Consumed int       `json:"consumed"`
 	Produced int       `json:"produced"`
+	// ConsumedIDs and ProducedIDs name those envelopes.
+	ConsumedIDs []string `json:"consumed_ids,omitempty"`
+	ProducedIDs []string `json:"produced_ids,omitempty"`
 	// Terminal is the run's or the token's end recorded there, if any.
 	Terminal string `json:"terminal,omitempty"`
 }
@@ -238,7 +243,10 @@ func History(ctx context.Context, b *broker.Broker, session string) ([]HistoryEn
 		}
 		h := HistoryEntry{Seq: rec.GetSeq(), Time: rec.GetTime().AsTime(), Node: rec.GetNode(), Firing: rec.GetFiring(),
 			Status: rec.GetStatus(), Reason: rec.GetReason(), Consumed: len(rec.GetConsumed()),
-			Produced: len(rec.GetProduced()) + len(rec.GetAdded())}
+			Produced: len(rec.GetProduced()) + len(rec.GetAdded()), ConsumedIDs: rec.GetConsumed()}
+		for _, e := range append(rec.GetProduced(), rec.GetAdded()...) {
+			h.ProducedIDs = append(h.ProducedIDs, e.GetId())
+		}
 		if rec.GetTerminalStatus() != "" {
 			h.Terminal = rec.GetTerminalStatus()
 			if rec.GetTerminalFinal() {
@@ -324,4 +332,31 @@ func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
 	return nil
+}
+
+// Running lists the durable sessions in the store whose last checkpoint
+// says they are running (a process died or was stopped with them).
+func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
+	var out []Meta
+	names := b.JetStream().KeyValueStoreNames(ctx)
+	for name := range names.Name() {
+		id, ok := strings.CutPrefix(name, strings.TrimSuffix(broker.KVName("x"), "x"))
+		if !ok || !broker.ValidToken(id) {
+			continue
+		}
+		m, err := ReadMeta(ctx, b, id)
+		if err != nil {
+			continue
+		}
+		cp, err := LoadCheckpoint(ctx, b, id, 0)
+		if err != nil || cp.Status != "running" {
+			continue
+		}
+		out = append(out, *m)
+	}
+	if err := names.Error(); err != nil {
+		return out, err
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out, nil
 }

@@ -187,3 +187,15 @@ func openStore(ctx context.Context, nats, data string) (*broker.Broker, error) {
 	}
 	return b, nil
 }
+
+// startOrResume starts a served session, or resumes it when the store has
+// it running already (a process serving it died).
+func startOrResume(ctx context.Context, f *serveFlags, cfg session.Config, stderr io.Writer) (*session.Session, error) {
+	if f.durable && f.resume && cfg.ID != "" {
+		if cp, err := session.LoadCheckpoint(ctx, cfg.Broker, cfg.ID, 0); err == nil && cp.Status == "running" {
+			fmt.Fprintf(stderr, "resuming session %s from checkpoint %d\n", cfg.ID, cp.Seq)
+			return session.Resume(ctx, cfg)
+		}
+	}
+	return session.Start(ctx, cfg)
+}

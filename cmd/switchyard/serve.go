@@ -45,6 +45,7 @@ type serveFlags struct {
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
 	json                             bool
+	durable, resume                  bool
 }
 
 func newServeCmd() *cobra.Command {
@@ -85,6 +86,8 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
+	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
+	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of the store that were running")
 	return cmd
 }
 
@@ -139,15 +142,15 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		var mu sync.Mutex
 		render = func(ev *pb.Event) { mu.Lock(); r.render(ev); mu.Unlock() }
 	}
-	h := &host{b: b, stopped: make(chan string, len(files))}
+	h := &host{b: b, stopped: make(chan string, 64)}
 	for i, g := range graphs {
 		id := session.NewID()
 		if len(f.ids) > 0 {
 			id = f.ids[i]
 		}
-		s, err := session.Start(ctx, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id),
-			ControlAnswers: true, Observer: render, Clock: serveClock,
-			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
+		s, err := startOrResume(ctx, f, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id),
+			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable,
+			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}, stderr)
 		if err != nil {
 			h.stopAll()
 			return &exitError{code: 1, err: err}
@@ -158,6 +161,38 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		}
 		fmt.Fprintf(stderr, "serving %s as session %s\n", files[i], id)
 	}
+	served := len(files)
+	if f.durable && f.resume {
+		// Sessions of the store that a process left running come back too,
+		// with the graph they ran.
+		running, err := session.Running(ctx, b)
+		if err != nil {
+			fmt.Fprintf(stderr, "listing the store's sessions: %v\n", err)
+		}
+		for _, m := range running {
+			if h.has(m.ID) {
+				continue
+			}
+			g, file, err := storedGraph(ctx, b, m.ID, stderr)
+			if err != nil {
+				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				continue
+			}
+			s, err := session.Resume(ctx, session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID),
+				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true,
+				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
+			if err != nil {
+				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				continue
+			}
+			if err := h.add(s, g, file); err != nil {
+				s.Stop()
+				continue
+			}
+			served++
+			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
+		}
+	}
 	if err := h.listen(); err != nil {
 		h.stopAll()
 		return &exitError{code: 1, err: err}
@@ -165,7 +200,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if url := b.ClientURL(); url != "" {
 		fmt.Fprintf(stderr, "outside clients connect to %s\n", url)
 	}
-	for running := len(files); running > 0; {
+	for running := served; running > 0; {
 		select {
 		case id := <-h.stopped:
 			fmt.Fprintf(stderr, "session %s stopped\n", id)
@@ -226,6 +261,18 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	h.subs = append(h.subs, sub, edit)
 	h.mu.Unlock()
 	return nil
+}
+
+// has reports whether the host serves session id.
+func (h *host) has(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.entries {
+		if e.info.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // listen answers `switchyard sessions`.
