@@ -238,12 +238,17 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	var firings map[string]uint64
 	var consumed []string
 	if cp != nil {
-		restore = cp.Scheduler
-		if restore == nil {
-			restore = &scheduler.Snapshot{Iterations: map[string]int{}, Total: int(cp.Firings)}
-			for n, v := range cp.NodeVisits {
-				restore.Iterations[n] = v
-			}
+		// Iterations count committed firings: a firing that was running
+		// when the process died runs again under the same number, and is
+		// not counted twice. Budgets keep what was spent (the work was
+		// paid for, even if it runs again).
+		restore = &scheduler.Snapshot{}
+		if cp.Scheduler != nil {
+			*restore = *cp.Scheduler
+		}
+		restore.Iterations, restore.Total = map[string]int{}, int(cp.Firings)
+		for n, v := range cp.NodeVisits {
+			restore.Iterations[n] = v
 		}
 		firings = map[string]uint64{}
 		for n, v := range cp.NodeVisits {
@@ -386,11 +391,18 @@ func (s *Session) complete(status, reason string) {
 
 func (s *Session) eventLoop() {
 	defer close(s.loopDone)
+	completed := false
 	for ev := range s.events {
+		if completed {
+			// The run is over: stragglers (a redelivery recognised as a
+			// duplicate, a late stop) are on NATS, not in the report.
+			continue
+		}
 		s.report.observe(ev)
 		if s.cfg.Observer != nil {
 			s.cfg.Observer(ev)
 		}
+		completed = ev.Kind == "session.completed"
 		if ev.Kind == "session.completed" {
 			select {
 			case <-s.done:
