@@ -61,15 +61,13 @@ func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
 		MaxAckPending:  maxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
-	if old, err := js.Consumer(ctx, stream, name); err == nil {
-		// Deliver again everything above the floor at once: what was
-		// consumed is filtered by id, what was not reaches the node.
-		floor := old.CachedInfo().AckFloor.Stream
-		if err := js.DeleteConsumer(ctx, stream, name); err != nil {
-			return fmt.Errorf("actors: consumer %s: %w", name, err)
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, floor+1
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if s.cfg.Floors != nil {
+		// A restart: deliver again everything above the journal's floor at
+		// once; what was consumed is recognised by id, what was not reaches
+		// the node.
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.cfg.Floors[node]+1
+	}
+	if err := js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("actors: consumer %s: %w", name, err)
 	}
 	cons, err := js.CreateConsumer(ctx, stream, cfg)

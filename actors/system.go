@@ -45,6 +45,12 @@ type Config struct {
 	// a restart (from the checkpoint), so redeliveries are recognised.
 	Consume  bool
 	Consumed []string
+	// Floors holds, after a restart, each node's acknowledgement floor as
+	// the journal last recorded it: its consumer starts after it. What
+	// the server remembers of acknowledgements is not trusted: the
+	// embedded server dies with the process and may not have written the
+	// last ones.
+	Floors map[string]uint64
 	Registry *nodes.Registry
 	Journal  Journal
 	// OnTerminal is called after a token's path ends and every envelope and

@@ -52,6 +52,9 @@ type Checkpoint struct {
 	// again after a crash, recognised by id and acknowledged without
 	// reaching the node twice.
 	Consumed []ConsumedEnvelope `json:"consumed,omitempty"`
+	// Floors is each node's acknowledgement floor (durable sessions): every
+	// envelope it received at or below that stream sequence was consumed.
+	Floors map[string]uint64 `json:"floors,omitempty"`
 	// NodeStatus is the outcome of the firing this checkpoint records.
 	NodeStatus string `json:"node_status,omitempty"`
 }
@@ -140,6 +143,10 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 	}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
 	j.consumed = append(j.consumed[:0], cp.Consumed...)
+	j.floors = map[string]uint64{}
+	for k, v := range cp.Floors {
+		j.floors[k] = v
+	}
 	j.sched = cp.Scheduler
 	j.status, j.reason = cp.Status, cp.FailureReason
 	var out []*pb.Envelope
@@ -324,6 +331,9 @@ func (j *journal) snapshot() *Checkpoint {
 		NodeStatus: j.lastStatus,
 	}
 	cp.Consumed = append([]ConsumedEnvelope(nil), j.consumed...)
+	if len(j.floors) > 0 {
+		cp.Floors = copyMap(j.floors)
+	}
 	if j.schedSnap != nil {
 		cp.Scheduler = j.schedSnap()
 	} else if j.sched != nil {

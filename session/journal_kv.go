@@ -191,7 +191,11 @@ func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo 
 		}
 	}
 	if j.seq == 0 {
-		return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
+		// Started, and stopped before its first commit: it resumes from
+		// the beginning.
+		if _, err := ReadMeta(ctx, b, session); err != nil {
+			return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
+		}
 	}
 	if upTo > 0 && j.seq < upTo {
 		return nil, fmt.Errorf("session %s has no checkpoint %d (the last is %d)", session, upTo, j.seq)

@@ -335,6 +335,13 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
+		if cp == nil || cfg.ForkOf != "" {
+			// A new session may not take the id of one the store holds.
+			if _, err := ReadMeta(context.Background(), cfg.Broker, cfg.ID); err == nil {
+				s.closeEvents()
+				return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
+			}
+		}
 		kv, err := broker.SessionKV(context.Background(), js, cfg.ID, cfg.Broker.Storage())
 		if err != nil {
 			s.closeEvents()
@@ -342,6 +349,12 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		}
 		s.jr.kv = kv
 		acfg.JetStream, acfg.Consume, acfg.Consumed = js, true, consumed
+		if cp != nil && cfg.ForkOf == "" {
+			acfg.Floors = map[string]uint64{}
+			for k, v := range cp.Floors {
+				acfg.Floors[k] = v
+			}
+		}
 	}
 	if cp != nil {
 		pending, err := s.jr.restore(cp)

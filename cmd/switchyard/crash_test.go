@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
@@ -217,3 +218,161 @@ func keys(m map[string]int) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestCrashServe kills a served reactive session at 7 points while an
+// outside client publishes a stream of 30 envelopes onto it (one kill lands
+// while a debounce window holds envelopes), serves it again from the same
+// store and publishes what was not accepted: every envelope is consumed
+// exactly once by intake, and every envelope intake sent is consumed
+// exactly once by digest (a firing, or superseded in its debounce window,
+// on record).
+func TestCrashServe(t *testing.T) {
+	feed, err := filepath.Abs("testdata/feed.dot")
+	require.NoError(t, err)
+	const total = 30
+	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "after-ack:12", "after-record:15"}
+	var survived, lost, doubled int
+	for _, p := range points {
+		t.Run(p, func(t *testing.T) {
+			dir := t.TempDir()
+			addr := freeAddr(t)
+			url := "nats://" + addr
+			var logs syncBuffer
+			serve := func(point string) (*exec.Cmd, chan error) {
+				cmd := exec.Command(switchyardBinary(t), "serve", feed, "--id", "f1", "--data", "data", "--logs", "logs",
+					"--listen", addr, "--token", "out", "--admin-token", "adm")
+				cmd.Dir = dir
+				cmd.Stderr = &logs
+				cmd.Env = append(os.Environ(), "EFFECTS="+filepath.Join(dir, "effects"))
+				if point != "" {
+					cmd.Env = append(cmd.Env, crash.Env+"="+point)
+				}
+				require.NoError(t, cmd.Start())
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				return cmd, done
+			}
+			connect := func(done chan error) *broker.Broker {
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					cfg := broker.DefaultConfig()
+					cfg.URL, cfg.Token = url, "adm"
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					b, err := broker.Start(ctx, cfg)
+					cancel()
+					if err == nil {
+						return b
+					}
+					select {
+					case err := <-done:
+						t.Fatalf("serve exited before it listened: %v", err)
+					default:
+					}
+					require.True(t, time.Now().Before(deadline), "serve never listened: %v", err)
+				}
+			}
+			publish := func(b *broker.Broker, from int) int {
+				for i := from; i < total; i++ {
+					id := "e" + strconv.Itoa(i)
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					_, err := b.JetStream().Publish(ctx, "sy.f1.node.intake.in",
+						[]byte(`{"kind":"handoff","payload":{"message":"`+id+`"}}`), jetstreamMsgID(id))
+					cancel()
+					if err != nil {
+						return i // the server went away: publish from here again
+					}
+				}
+				return total
+			}
+
+			// First process: killed at the point while the stream comes in.
+			_, done := serve(p)
+			b := connect(done)
+			next := publish(b, 0)
+			select {
+			case err := <-done:
+				require.True(t, killed(err), "serve was not killed at %s: %v", p, err)
+			case <-time.After(60 * time.Second):
+				t.Fatalf("serve was never killed at %s", p)
+			}
+			_ = b.Close()
+
+			// Second process: the same store; the session is resumed.
+			cmd, done := serve("")
+			b = connect(done)
+			defer b.Close()
+			if next > 0 {
+				next-- // the last one may not have been accepted
+			}
+			require.Equal(t, total, publish(b, next))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			complete := func() bool {
+				hist, err := session.History(ctx, b, "f1")
+				if err != nil {
+					return false
+				}
+				byIntake, byDigest, sent := map[string]int{}, map[string]int{}, map[string]bool{}
+				for _, h := range hist {
+					for _, c := range h.ConsumedIDs {
+						switch h.Node {
+						case "intake":
+							byIntake[c]++
+						case "digest":
+							byDigest[c]++
+						}
+					}
+					if h.Node == "intake" {
+						for _, id := range h.ProducedIDs {
+							sent[id] = true
+						}
+					}
+				}
+				if len(byIntake) < total || len(byDigest) < len(sent) {
+					return false
+				}
+				for id := range sent {
+					if byDigest[id] == 0 {
+						return false
+					}
+				}
+				return true
+			}
+			for !complete() {
+				select {
+				case err := <-done:
+					t.Fatalf("serve exited: %v\n%s", err, logs.String())
+				case <-ctx.Done():
+					t.Fatal("the stream was not fully consumed")
+				case <-time.After(100 * time.Millisecond): // poll the store
+				}
+			}
+			_, _, err := child(t, dir, "", "stop", "f1", "--nats", url, "--token", "adm")
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.True(t, cmd.ProcessState.Success())
+
+			got := readOutcome(t, dir, "f1")
+			for i := 0; i < total; i++ {
+				if got.consumed["e"+strconv.Itoa(i)] == 0 {
+					lost++
+					t.Errorf("e%d was never consumed", i)
+				}
+			}
+			for id, n := range got.consumed {
+				if n > 1 {
+					doubled++
+					t.Errorf("%s consumed %d times", id, n)
+				}
+			}
+			for id, n := range got.produced {
+				require.Equal(t, 1, got.consumed[id], "%s (produced %d times) consumed once", id, n)
+			}
+			require.Equal(t, total, got.cp.NodeVisits["intake"], "intake fired once per envelope")
+			survived++
+		})
+	}
+	t.Logf("served session: %d kills survived, %d envelopes lost, %d consumed twice", survived, lost, doubled)
+}
+
+func jetstreamMsgID(id string) jetstream.PublishOpt { return jetstream.WithMsgID(id) }
