@@ -105,13 +105,14 @@ func (a *nodeActor) finish(m *runDone) {
 	published := true // every output is out: the input may be acknowledged
 	crash.Point("before-commit")
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
-		published = false
 		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
 		if a.s.ctx.Err() != nil {
 			return // stopping: the firing will be replayed on resume
 		}
-		term = &Terminal{Status: "fail", Reason: "checkpoint failed: " + err.Error(), Final: true}
-		hops = nil
+		// Nothing of the firing is recorded, published or acknowledged: the
+		// journal holds the state before it, and a resume runs it again.
+		a.s.fatal("node " + a.node.ID + ": checkpoint failed: " + err.Error())
+		return
 	}
 	crash.Point("after-commit")
 	for i, h := range hops {
@@ -125,9 +126,11 @@ func (a *nodeActor) finish(m *runDone) {
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
 			a.s.log.Error("actors: publish", "subject", subj, "err", err)
 			if a.s.cfg.Consume {
-				// Not acknowledged: the firing's input is delivered again
-				// after a restart, and the commit replays the publication.
+				// Not acknowledged: the journal holds the envelope as
+				// pending, and a resume publishes it again.
 				published = false
+				a.s.fatal("node " + a.node.ID + ": publishing on " + subj + " failed: " + err.Error())
+				break
 			}
 		}
 	}

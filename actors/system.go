@@ -72,6 +72,10 @@ type Config struct {
 	// OnStall is called when the session made no progress for the graph's
 	// stall_timeout (after every node was stopped).
 	OnStall func(reason string)
+	// OnFatal is called when the session cannot go on: its journal or the
+	// store refused a write (a full disk, a JetStream error). The journal
+	// holds the last consistent state; a resume continues from it.
+	OnFatal func(reason string)
 	// OnEvent, when set, receives every event in order (numbered and
 	// stamped) right after it is published, on the System's event
 	// goroutine; it must not block for long. The session observes its own
@@ -227,6 +231,14 @@ func (s *System) emitScheduler(evs []scheduler.Event) {
 			ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: e.Fields[k]})
 		}
 		s.Emit(ev)
+	}
+}
+
+// fatal stops the session's progress with reason.
+func (s *System) fatal(reason string) {
+	s.Emit(&pb.Event{Kind: "session.fatal", Message: reason})
+	if s.cfg.OnFatal != nil {
+		s.cfg.OnFatal(reason)
 	}
 }
 
@@ -388,8 +400,12 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 		callerHeaders(msg.Header, env.GetCaller())
 	}
 	if s.cfg.JetStream != nil {
-		_, err = s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
-		return err
+		// A server restarting is ridden through: the same id makes a
+		// repeat harmless.
+		return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			_, err := s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
+			return err
+		})
 	}
 	return s.cfg.Conn.PublishMsg(msg)
 }

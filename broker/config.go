@@ -40,6 +40,10 @@ type Config struct {
 	TLSKey  string
 	// ServerName names the embedded server.
 	ServerName string
+	// MaxStore bounds the embedded server's JetStream file storage, in
+	// bytes (0: the server's default, a share of the disk). A session that
+	// reaches it stops with a clear error and a consistent checkpoint.
+	MaxStore int64
 	// Logger receives the embedded server's log; nil discards it.
 	Logger *slog.Logger
 }

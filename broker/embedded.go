@@ -33,6 +33,9 @@ func serverOptions(cfg Config, storeDir, secret string) (*server.Options, error)
 		NoLog:      cfg.Logger == nil,
 		MaxPayload: maxPayload,
 	}
+	if cfg.MaxStore > 0 {
+		opts.JetStreamMaxStore = cfg.MaxStore
+	}
 	if cfg.Listen == "" {
 		opts.DontListen = true
 		return opts, nil

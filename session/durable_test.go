@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,4 +158,129 @@ func TestDurableRestart(t *testing.T) {
 	meta, err := session.ReadMeta(ctx, b2, "dur1fork")
 	require.NoError(t, err)
 	require.Equal(t, "dur1", meta.ForkOf)
+}
+
+// TestDurableRideThrough runs a durable session on a NATS server reached
+// by URL, and restarts that server (same port, same store) while a node
+// runs: the runtime reconnects, its writes wait for the server, and the
+// run completes with every firing once and nothing lost.
+func TestDurableRideThrough(t *testing.T) {
+	dir := t.TempDir()
+	external := func(listen string) *broker.Broker {
+		cfg := broker.DefaultConfig()
+		cfg.DataDir, cfg.Listen, cfg.Token, cfg.AdminToken = dir, listen, "tok", "adm"
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		b, err := broker.Start(ctx, cfg)
+		require.NoError(t, err)
+		return b
+	}
+	srv := external("127.0.0.1:0")
+	url := srv.ClientURL()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ext, err := broker.Start(ctx, broker.Config{URL: url, Token: "adm"})
+	require.NoError(t, err)
+	defer ext.Close()
+
+	cnt := newCounter()
+	entered, release := make(chan struct{}), make(chan struct{})
+	r := &run{t: t, broker: ext, reg: func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				cnt.add(in)
+				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: in.Node.ID}, nil
+			})}))
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.hang", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				cnt.add(in)
+				close(entered)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "held"}, nil
+			})}))
+	}}
+	g := r.load(`digraph ride { start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="custom.echo"]; b [type="custom.hang"]; c [type="custom.echo"]; d [type="custom.echo"]
+		start -> a -> b -> c -> d -> exit }`)
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.LogsDir = "ride", true, ""
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("b never ran")
+	}
+	// The server goes away while b runs; b finishes while it is down (its
+	// commit and publication wait), and the server comes back.
+	require.NoError(t, srv.Close())
+	close(release)
+	srv = external(strings.TrimPrefix(url, "nats://"))
+	defer srv.Close()
+
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.GreaterOrEqual(t, ext.Conn().Stats().Reconnects, uint64(1), "the connection went through the restart")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		require.Equal(t, 1, cnt.get(n), "%s ran once", n)
+	}
+	hist, err := session.History(ctx, ext, "ride")
+	require.NoError(t, err)
+	consumed := map[string]int{}
+	for _, h := range hist {
+		for _, id := range h.ConsumedIDs {
+			consumed[id]++
+		}
+	}
+	require.Len(t, consumed, 6, "every envelope consumed: the input and five hand-offs")
+	for id, n := range consumed {
+		require.Equal(t, 1, n, "%s consumed once", id)
+	}
+}
+
+// TestDurableStoreFull fills a small JetStream store: the session stops
+// with a clear error, and its checkpoint is the last consistent state (it
+// loads, its history has no gap, nothing after the failure is recorded).
+func TestDurableStoreFull(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.MaxStore = 2 << 20 }))
+	big := strings.Repeat("x", 200<<10)
+	r := &run{t: t, broker: b, reg: func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: big}, nil
+			})}))
+	}}
+	g := r.load(`digraph full { graph [max_visits=1000, stall_after=0]
+		start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="custom.echo"]; b [type="custom.echo"]
+		start -> a -> b
+		b -> a [condition="outcome=success"]
+		b -> exit [condition="outcome=fail"] }`)
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.LogsDir = "full", true, ""
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "fail", rep.Status)
+	require.Contains(t, rep.Reason, "insufficient resources")
+	require.Regexp(t, `node [ab]: (checkpoint failed|publishing on sy\.full\.edge\.\w+\.\w+ failed)`, rep.Reason)
+
+	hist, err := session.History(ctx, b, "full")
+	require.NoError(t, err)
+	for i, h := range hist {
+		require.Equal(t, uint64(i+1), h.Seq, "no gap in the history")
+	}
+	cp, err := session.LoadCheckpoint(ctx, b, "full", 0)
+	require.NoError(t, err)
+	require.Equal(t, "running", cp.Status, "the stored state is the last consistent one, resumable once there is room")
+	require.Equal(t, uint64(len(hist)), cp.Seq)
+	require.NotEmpty(t, cp.Pending, "the token is pending in the checkpoint")
 }

@@ -63,9 +63,9 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) err
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), broker.RideThrough+time.Minute)
 	defer cancel()
-	if _, err := j.kv.Put(ctx, recordKey(seq), data); err != nil {
+	if err := putKV(ctx, j.kv, recordKey(seq), data); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
 	j.seq = seq
@@ -90,7 +90,7 @@ func (j *journal) writeSnapshotLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := j.kv.Put(ctx, latestKey, data); err != nil {
+	if err := putKV(ctx, j.kv, latestKey, data); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
 	if j.dir == "" {
@@ -98,6 +98,14 @@ func (j *journal) writeSnapshotLocked(ctx context.Context) error {
 	}
 	pretty, _ := json.MarshalIndent(cp, "", "  ")
 	return writeFileAtomic(j.dir+"/checkpoint.json", pretty)
+}
+
+// putKV writes a key, riding through a server restart.
+func putKV(ctx context.Context, kv jetstream.KeyValue, key string, data []byte) error {
+	return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		_, err := kv.Put(ctx, key, data)
+		return err
+	})
 }
 
 // applyRecord replays one record.

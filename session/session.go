@@ -325,6 +325,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
 		OnStall: func(reason string) { s.complete("fail", reason) },
+		OnFatal: func(reason string) { s.complete("fail", reason) },
 		// The session sees its own events in process (other watchers read
 		// them on NATS); the event loop decouples the observer.
 		OnEvent: func(ev *pb.Event) { s.events <- ev },
