@@ -109,6 +109,7 @@ type journal struct {
 	lastStatus string             // status of the last committed firing
 	kv         jetstream.KeyValue
 	offline    bool                // rebuilding a state from records
+	at         time.Time           // when the last record was written (durable)
 	sched      *scheduler.Snapshot // the scheduler's counters of the last record
 
 	policy    CheckpointPolicy
@@ -148,6 +149,9 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 		j.floors[k] = v
 	}
 	j.sched = cp.Scheduler
+	if j.kv != nil || j.offline {
+		j.at = cp.Timestamp
+	}
 	j.status, j.reason = cp.Status, cp.FailureReason
 	var out []*pb.Envelope
 	for _, raw := range cp.Pending {
@@ -322,8 +326,12 @@ func (j *journal) live() int {
 }
 
 func (j *journal) snapshot() *Checkpoint {
+	stamp := j.clk.Now().UTC()
+	if !j.at.IsZero() {
+		stamp = j.at.UTC()
+	}
 	cp := &Checkpoint{
-		Timestamp: j.clk.Now().UTC(), SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
+		Timestamp: stamp, SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
 		CompletedNodes: append([]string{}, j.completed...),
 		NodeRetries:    copyMap(j.retries), Context: copyMap(j.context),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,7 +43,8 @@ func recordKey(seq uint64) string { return fmt.Sprintf("journal.%012d", seq) }
 // outside a firing) after it was applied, and a snapshot when one is due.
 func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) error {
 	seq := j.seq + 1
-	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.clk.Now()), Added: added}
+	j.at = j.clk.Now()
+	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.at), Added: added}
 	if c != nil {
 		rec.Node, rec.Firing, rec.Status, rec.Reason = c.Node, c.Firing, c.Status, c.Reason
 		rec.Consumed, rec.ConsumedSeqs, rec.Floor = c.Consumed, c.Seqs, c.Floor
@@ -132,6 +131,7 @@ func (j *journal) applyRecord(rec *pb.JournalRecord) error {
 		}
 	}
 	j.seq = rec.GetSeq()
+	j.at = rec.GetTime().AsTime()
 	return nil
 }
 
@@ -346,29 +346,3 @@ func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
 	return nil
 }
 
-// Running lists the durable sessions in the store whose last checkpoint
-// says they are running (a process died or was stopped with them).
-func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
-	var out []Meta
-	names := b.JetStream().KeyValueStoreNames(ctx)
-	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, strings.TrimSuffix(broker.KVName("x"), "x"))
-		if !ok || !broker.ValidToken(id) {
-			continue
-		}
-		m, err := ReadMeta(ctx, b, id)
-		if err != nil {
-			continue
-		}
-		cp, err := LoadCheckpoint(ctx, b, id, 0)
-		if err != nil || cp.Status != "running" {
-			continue
-		}
-		out = append(out, *m)
-	}
-	if err := names.Error(); err != nil {
-		return out, err
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
-	return out, nil
-}

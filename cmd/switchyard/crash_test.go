@@ -376,3 +376,38 @@ func TestCrashServe(t *testing.T) {
 }
 
 func jetstreamMsgID(id string) jetstream.PublishOpt { return jetstream.WithMsgID(id) }
+
+// TestDurableCLI drives history, a fork with resume --from --as, and gc
+// from the command line on a completed run.
+func TestDurableCLI(t *testing.T) {
+	dir := t.TempDir()
+	pipeline, err := filepath.Abs("testdata/crash.dot")
+	require.NoError(t, err)
+	_, _, err = child(t, dir, "", "run", pipeline, "--data", "data", "--logs", "logs", "--id", "h1")
+	require.NoError(t, err)
+	_, out, err := child(t, dir, "", "history", "h1", "--data", "data")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^3\s+\S+\s+prep\s+1\s+success\s+1\s+1\s*$`, string(out))
+	require.Regexp(t, `(?m)^12\s+\S+\s+exit\s+1\s+success\s+1\s+0\s+success \(run\)$`, string(out))
+
+	// Fork after prep: the fork runs the rest; the original is intact.
+	_, out, err = child(t, dir, "", "resume", "h1", "--from", "3", "--as", "h2", "--data", "data", "--logs", "logs2", "--json")
+	require.NoError(t, err)
+	require.Equal(t, "success", lastEvent(t, out)["status"])
+	fork := readOutcome(t, dir, "h2")
+	require.NotContains(t, fork.firings, "prep:1:success", "the fork starts after prep")
+	require.Contains(t, fork.firings, "s3:1:success")
+	require.Equal(t, 1, fork.effects["prep h1/prep/1/1"], "prep ran once, in the original")
+	orig := readOutcome(t, dir, "h1")
+	require.Len(t, orig.firings, 11)
+
+	_, out, err = child(t, dir, "", "gc", "--data", "data", "--dry-run")
+	require.NoError(t, err)
+	require.Empty(t, string(out), "nothing completed a week ago")
+	_, out, err = child(t, dir, "", "gc", "--data", "data", "--retain", "1ns")
+	require.NoError(t, err)
+	require.Contains(t, string(out), "removed session h1")
+	require.Contains(t, string(out), "removed session h2")
+	_, _, err = child(t, dir, "", "history", "h1", "--data", "data")
+	require.Error(t, err)
+}

@@ -17,7 +17,7 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
-func init() { subcommands = append(subcommands, newResumeCmd, newHistoryCmd) }
+func init() { subcommands = append(subcommands, newResumeCmd, newHistoryCmd, newGCCmd) }
 
 func newResumeCmd() *cobra.Command {
 	f := &runFlags{durable: true}
@@ -198,4 +198,60 @@ func startOrResume(ctx context.Context, f *serveFlags, cfg session.Config, stder
 		}
 	}
 	return session.Start(ctx, cfg)
+}
+
+func newGCCmd() *cobra.Command {
+	var nats, data string
+	var retain time.Duration
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove completed durable sessions older than --retain (streams, checkpoints, artifacts)",
+		Long: `gc removes the durable sessions of the store that completed (success or fail) more than
+--retain ago: their work stream, event stream, checkpoint bucket and artifacts. Running
+sessions are never removed. run and serve do the same on start.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			b, err := openStore(ctx, nats, data)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			removed, err := session.GC(ctx, b, retain, time.Now(), dryRun)
+			verb := "removed"
+			if dryRun {
+				verb = "would remove"
+			}
+			for _, id := range removed {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s session %s\n", verb, id)
+			}
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the sessions run on (default: the embedded one on --data)")
+	cmd.Flags().StringVar(&data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	cmd.Flags().DurationVar(&retain, "retain", session.DefaultRetain, "keep completed sessions this long")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
+	return cmd
+}
+
+// collect removes expired sessions (run and serve call it on start).
+func collect(ctx context.Context, b *broker.Broker, retain time.Duration, stderr io.Writer) {
+	if retain <= 0 {
+		return
+	}
+	removed, err := session.GC(ctx, b, retain, time.Now(), false)
+	for _, id := range removed {
+		fmt.Fprintf(stderr, "removed session %s (completed more than %s ago)\n", id, retain)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gc: %v\n", err)
+	}
 }

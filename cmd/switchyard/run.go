@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,6 +41,7 @@ type runFlags struct {
 	resumeID string
 	from     uint64
 	forkAs   string
+	retain   time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -71,6 +73,7 @@ fails, 2 for invalid input or usage.`,
 	fl.StringVar(&f.resume, "resume", "", "resume the run whose run directory is DIR")
 	fl.BoolVar(&f.durable, "durable", true, "keep the session in JetStream: it survives a crash and can be resumed by id (--durable=false: core NATS only, checkpoint.json only)")
 	fl.StringVar(&f.id, "id", "", "session id (default: generated)")
+	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "on start, remove durable sessions completed longer ago than this (0 keeps them)")
 	return cmd
 }
 
@@ -126,6 +129,9 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		return &exitError{code: 1, err: err}
 	}
 	defer b.Close()
+	if f.durable {
+		collect(ctx, b, f.retain, stderr)
+	}
 	if f.resumeID != "" {
 		// The graph the session runs is in its bucket.
 		if g, file, err = storedGraph(ctx, b, f.resumeID, stderr); err != nil {

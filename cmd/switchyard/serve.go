@@ -46,6 +46,7 @@ type serveFlags struct {
 	nats, data, logs, provider, mock string
 	json                             bool
 	durable, resume                  bool
+	retain                           time.Duration
 }
 
 func newServeCmd() *cobra.Command {
@@ -88,6 +89,7 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of the store that were running")
+	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	return cmd
 }
 
@@ -162,6 +164,24 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		fmt.Fprintf(stderr, "serving %s as session %s\n", files[i], id)
 	}
 	served := len(files)
+	if f.durable {
+		collect(ctx, b, f.retain, stderr)
+		gcTick := time.NewTicker(time.Hour)
+		defer gcTick.Stop()
+		gcStop, gcDone := make(chan struct{}), make(chan struct{})
+		defer func() { close(gcStop); <-gcDone }() // before the broker closes
+		go func() { // owned by serve: ends when serve returns
+			defer close(gcDone)
+			for {
+				select {
+				case <-gcTick.C:
+					collect(ctx, b, f.retain, stderr)
+				case <-gcStop:
+					return
+				}
+			}
+		}()
+	}
 	if f.durable && f.resume {
 		// Sessions of the store that a process left running come back too,
 		// with the graph they ran.

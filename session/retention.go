@@ -1,0 +1,90 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/switchyard/switchyard/broker"
+)
+
+// DefaultRetain is how long a completed durable session is kept.
+const DefaultRetain = 7 * 24 * time.Hour
+
+// Stored is a durable session the store holds.
+type Stored struct {
+	Meta
+	Status string    `json:"status"` // running, success or fail
+	Seq    uint64    `json:"checkpoint"`
+	Last   time.Time `json:"last"` // when its last checkpoint was written
+}
+
+// List returns the durable sessions of the store, by id.
+func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
+	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
+	names := b.JetStream().KeyValueStoreNames(ctx)
+	var out []Stored
+	for name := range names.Name() {
+		id, ok := strings.CutPrefix(name, prefix)
+		if !ok || !broker.ValidToken(id) {
+			continue
+		}
+		m, err := ReadMeta(ctx, b, id)
+		if err != nil {
+			continue // not a session's bucket, or one being created
+		}
+		st := Stored{Meta: *m, Status: "running", Last: m.Started}
+		if cp, err := LoadCheckpoint(ctx, b, id, 0); err == nil {
+			st.Status, st.Seq = cp.Status, cp.Seq
+			if !cp.Timestamp.IsZero() {
+				st.Last = cp.Timestamp
+			}
+		}
+		out = append(out, st)
+	}
+	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
+		return out, err
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out, nil
+}
+
+// Running lists the durable sessions whose last checkpoint says they are
+// running (a process died or was stopped with them).
+func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
+	all, err := List(ctx, b)
+	var out []Meta
+	for _, s := range all {
+		if s.Status == "running" {
+			out = append(out, s.Meta)
+		}
+	}
+	return out, err
+}
+
+// GC removes the completed durable sessions whose last checkpoint is older
+// than retain at now — their streams, KV bucket and objects — and returns
+// their ids. Running sessions are never removed. dryRun only lists them.
+func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Time, dryRun bool) ([]string, error) {
+	all, err := List(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, s := range all {
+		if s.Status == "running" || now.Sub(s.Last) < retain {
+			continue
+		}
+		if !dryRun {
+			if err := broker.DeleteSession(ctx, b.JetStream(), s.ID); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		removed = append(removed, s.ID)
+	}
+	return removed, errors.Join(errs...)
+}

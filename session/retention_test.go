@@ -1,0 +1,80 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/session"
+)
+
+// TestGC keeps a completed session for the retention period, then removes
+// its stream, bucket and objects; a running session is never removed.
+func TestGC(t *testing.T) {
+	r := newRun(t)
+	hold := make(chan struct{})
+	defer close(hold)
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				if in.Graph.Name == "busy" {
+					select {
+					case <-hold:
+					case <-ctx.Done():
+					}
+				}
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			})}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	fake := clock.NewFake(at)
+
+	done := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	done.ID, done.Durable, done.Clock = "old", true, fake
+	s, err := session.Start(ctx, done)
+	require.NoError(t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+
+	busy := r.config(r.load(`digraph busy { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	busy.ID, busy.Durable, busy.Clock = "busy", true, fake
+	running, err := session.Start(ctx, busy)
+	require.NoError(t, err)
+	defer running.Stop()
+
+	list, err := session.List(ctx, r.broker)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, "busy", list[0].ID)
+	require.Equal(t, "old", list[1].ID)
+	require.Equal(t, "success", list[1].Status)
+	require.Equal(t, at, list[1].Last, "the time of its last checkpoint")
+
+	removed, err := session.GC(ctx, r.broker, 7*24*time.Hour, at.Add(6*24*time.Hour), false)
+	require.NoError(t, err)
+	require.Empty(t, removed, "kept for the retention period")
+	removed, err = session.GC(ctx, r.broker, 7*24*time.Hour, at.Add(8*24*time.Hour), true)
+	require.NoError(t, err)
+	require.Equal(t, []string{"old"}, removed, "a dry run lists")
+	_, err = session.ReadMeta(ctx, r.broker, "old")
+	require.NoError(t, err, "a dry run removes nothing")
+
+	removed, err = session.GC(ctx, r.broker, 7*24*time.Hour, at.Add(8*24*time.Hour), false)
+	require.NoError(t, err)
+	require.Equal(t, []string{"old"}, removed, "the running session is kept whatever its age")
+	_, err = session.ReadMeta(ctx, r.broker, "old")
+	require.ErrorIs(t, err, session.ErrNoCheckpoint)
+	_, err = r.broker.JetStream().Stream(ctx, broker.StreamName("old"))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+	_, err = session.ReadMeta(ctx, r.broker, "busy")
+	require.NoError(t, err)
+}
