@@ -345,4 +345,3 @@ func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
 	}
 	return nil
 }
-

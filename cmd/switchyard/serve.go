@@ -170,7 +170,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		defer gcTick.Stop()
 		gcStop, gcDone := make(chan struct{}), make(chan struct{})
 		defer func() { close(gcStop); <-gcDone }() // before the broker closes
-		go func() { // owned by serve: ends when serve returns
+		go func() {                                // owned by serve: ends when serve returns
 			defer close(gcDone)
 			for {
 				select {
