@@ -39,7 +39,8 @@ const maxAckPending = 1 << 16
 type nodeConsumer struct {
 	name     string
 	subjects []string
-	cc       jetstream.ConsumeContext
+	start    func() (jetstream.ConsumeContext, error)
+	cc       jetstream.ConsumeContext // nil until it starts
 }
 
 func consumerName(node string) string { return "n_" + node }
@@ -74,6 +75,52 @@ func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
 	if err != nil {
 		return fmt.Errorf("actors: consumer %s: %w", name, err)
 	}
+	nc := &nodeConsumer{name: name, subjects: subjects, start: func() (jetstream.ConsumeContext, error) {
+		return s.startConsuming(pid, node, cons)
+	}}
+	s.mu.Lock()
+	s.consumers[node] = nc
+	started := s.consuming
+	s.mu.Unlock()
+	if started {
+		return s.startConsumer(nc)
+	}
+	return nil
+}
+
+// StartConsuming lets the nodes of a durable session receive: until then
+// their consumers exist but deliver nothing, so the session can finish
+// wiring itself (a resume delivers at once what was pending).
+func (s *System) StartConsuming() error {
+	s.mu.Lock()
+	s.consuming = true
+	list := make([]*nodeConsumer, 0, len(s.consumers))
+	for _, nc := range s.consumers {
+		list = append(list, nc)
+	}
+	s.mu.Unlock()
+	for _, nc := range list {
+		if err := s.startConsumer(nc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *System) startConsumer(nc *nodeConsumer) error {
+	cc, err := nc.start()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	nc.cc = cc
+	s.mu.Unlock()
+	return nil
+}
+
+// startConsuming starts delivering a consumer's messages to the node.
+func (s *System) startConsuming(pid *actor.PID, node string, cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
+	name := consumerName(node)
 	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverDurable(pid, m) },
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -81,12 +128,9 @@ func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
 			}
 		}))
 	if err != nil {
-		return fmt.Errorf("actors: consume %s: %w", name, err)
+		return nil, fmt.Errorf("actors: consume %s: %w", name, err)
 	}
-	s.mu.Lock()
-	s.consumers[node] = &nodeConsumer{name: name, subjects: subjects, cc: cc}
-	s.mu.Unlock()
-	return nil
+	return cc, nil
 }
 
 // addConsumerSubject makes a node's consumer read one more subject.
@@ -152,8 +196,13 @@ func (s *System) stopConsumer(node string, removed bool) {
 	if nc == nil {
 		return
 	}
-	nc.cc.Stop()
-	<-nc.cc.Closed()
+	s.mu.Lock()
+	cc := nc.cc
+	s.mu.Unlock()
+	if cc != nil {
+		cc.Stop()
+		<-cc.Closed()
+	}
 	if removed {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

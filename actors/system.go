@@ -120,6 +120,7 @@ type System struct {
 	// consumed (committed) recently.
 	consumers map[string]*nodeConsumer
 	consumed  *dedupWindow
+	consuming bool // StartConsuming was called
 
 	evq      chan *pb.Event // events waiting to be published, in order
 	evDone   chan struct{}  // closed when publishEvents has drained evq

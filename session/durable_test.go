@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -44,7 +47,7 @@ func (c *counter) get(node string) int {
 // history and a fork from an earlier checkpoint are available.
 func TestDurableRestart(t *testing.T) {
 	data := t.TempDir()
-	src := `digraph d { start [shape=Mdiamond]; exit [shape=Msquare]
+	src := `digraph d { graph [budget_tokens=1000]; start [shape=Mdiamond]; exit [shape=Msquare]
 		a [type="custom.echo"]; b [type="custom.hang"]; c [type="custom.echo"]
 		start -> a -> b -> c -> exit }`
 	cnt := newCounter()
@@ -55,7 +58,8 @@ func TestDurableRestart(t *testing.T) {
 		echo := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 			cnt.add(in)
 			return &nodes.Outcome{Status: nodes.StatusSuccess, Response: in.Node.ID + " done",
-				ContextUpdates: map[string]string{"seen." + in.Node.ID: "yes"}}, nil
+				ContextUpdates: map[string]string{"seen." + in.Node.ID: "yes"},
+				Usage:          nodes.Usage{InputTokens: 7, OutputTokens: 3}}, nil
 		})
 		hang := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 			cnt.add(in)
@@ -128,6 +132,14 @@ func TestDurableRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "success", cp.Status)
 	require.Empty(t, cp.Pending)
+	// The budget spent before the restart is not forgotten: a and c each
+	// spent 10 tokens, one on each side of it.
+	var spent int64
+	for _, sp := range cp.Scheduler.Spent {
+		spent = max(spent, sp.Tokens)
+	}
+	require.Equal(t, int64(20), spent)
+	require.Equal(t, 5, cp.Scheduler.Total, "five firings, the interrupted one counted once")
 
 	// Fork from the checkpoint after a: b and c run again in the fork; the
 	// original is untouched.
@@ -283,4 +295,55 @@ func TestDurableStoreFull(t *testing.T) {
 	require.Equal(t, "running", cp.Status, "the stored state is the last consistent one, resumable once there is room")
 	require.Equal(t, uint64(len(hist)), cp.Seq)
 	require.NotEmpty(t, cp.Pending, "the token is pending in the checkpoint")
+}
+
+// TestDurableHumanWait: a question pending when the process dies is asked
+// again after the restart and answered then; who answered and when are
+// recorded in the checkpoint.
+func TestDurableHumanWait(t *testing.T) {
+	data := t.TempDir()
+	start := func() *broker.Broker {
+		return brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = data }))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfgFor := func(b *broker.Broker, questions chan *pb.Event) session.Config {
+		r := &run{t: t, broker: b}
+		g := r.load(gateSrc)
+		return session.Config{ID: "gate", Graph: g, Broker: b, Durable: true,
+			Deps: nodes.Deps{Providers: func(string) (agent.Provider, error) { return agent.NewMock(nil), nil }},
+			Observer: func(ev *pb.Event) {
+				if ev.Kind == "human.question" {
+					questions <- ev
+				}
+			}}
+	}
+	q1 := make(chan *pb.Event, 4)
+	b1 := start()
+	s1, err := session.Start(ctx, cfgFor(b1, q1))
+	require.NoError(t, err)
+	require.Equal(t, "review", waitQuestion(t, q1).Node)
+	s1.Stop() // the process dies with the question pending
+	require.NoError(t, b1.Close())
+
+	q2 := make(chan *pb.Event, 4)
+	b2 := start()
+	s2, err := session.Resume(ctx, cfgFor(b2, q2))
+	require.NoError(t, err)
+	require.Equal(t, "Ship it?", waitQuestion(t, q2).Message, "asked again after the restart")
+	nc, err := b2.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	data2, _ := json.Marshal(session.AnswerMessage{Node: "review", Choice: "A", By: "bob"})
+	require.NoError(t, nc.Publish(broker.Control("gate", "answer"), data2))
+	rep, err := s2.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.NotNil(t, rep.Node("ship"))
+	cp, err := session.LoadCheckpoint(ctx, b2, "gate", 0)
+	require.NoError(t, err)
+	require.Equal(t, "bob", cp.Context["human.gate.answered_by"])
+	at, err := time.Parse(time.RFC3339, cp.Context["human.gate.answered_at"])
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), at, time.Minute)
 }

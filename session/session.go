@@ -376,6 +376,11 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
 			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})
 	}
+	// The journal is wired: durable nodes may receive now.
+	if err := sys.StartConsuming(); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("session: %w", err)
+	}
 	return s, nil
 }
 
