@@ -473,6 +473,8 @@ type job struct {
 	node *graph.Node   // the node as it was when the firing started (live edits)
 	h    nodes.Handler // its handler then
 
+	artifacts []*pb.Artifact // what the firing produced, stored
+
 	meta   map[string]string // the input's metadata, merged
 	metaKV []*pb.KV          // what the firing's envelopes carry (meta + the outcome's)
 	caller []*pb.KV          // whose work this is (Envelope.caller)
@@ -591,6 +593,9 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 		Branches:       bs,
 		Metadata:       j.metadata(o),
 		Caller:         j.caller,
+	}
+	if len(j.artifacts) > 0 {
+		env.Payload.Artifacts = j.artifacts
 	}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		env.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}

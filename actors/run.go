@@ -32,6 +32,24 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 	}
 	retryOnFail := j.node.Attrs.Bool("retry_on_fail")
 	start := a.s.clk.Now()
+	if err := a.fetchArtifacts(ctx, j); err != nil {
+		return &runResult{outcome: &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "input artifacts: " + err.Error()},
+			attempts: 1, dur: a.s.clk.Now().Sub(start)}
+	}
+	res := a.attempts(ctx, j, maxRetries, backoff, retryOnFail, start)
+	if ctx.Err() == nil {
+		arts, err := a.storeArtifacts(ctx, j, res.outcome)
+		if err != nil {
+			res.outcome = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "output artifacts: " + err.Error(),
+				Usage: res.outcome.Usage}
+		}
+		j.artifacts = arts
+	}
+	return res
+}
+
+// attempts runs the handler until it succeeds or its retries are spent.
+func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backoff func(int) time.Duration, retryOnFail bool, start time.Time) *runResult {
 	for attempt := 1; ; attempt++ {
 		in := j.in
 		in.Attempt = attempt

@@ -50,7 +50,9 @@ type Config struct {
 	// the server remembers of acknowledgements is not trusted: the
 	// embedded server dies with the process and may not have written the
 	// last ones.
-	Floors   map[string]uint64
+	Floors map[string]uint64
+	// Storage is where the session's artifacts are stored (durable).
+	Storage  broker.Storage
 	Registry *nodes.Registry
 	Journal  Journal
 	// OnTerminal is called after a token's path ends and every envelope and

@@ -130,6 +130,7 @@ var attrTable = []AttrSpec{
 	attr("retry_on_fail", scopeNode, AttrBoolean, "false", "also retry a plain fail"),
 	enum("on_failure", scopeNode, "", "exit ends the run at once; route follows edge selection", "route", "exit"),
 	attr("tool_command", scopeNode, AttrString, "", "tool nodes: the shell command"),
+	attr("artifacts", scopeNode, AttrString, "", "comma-separated globs of files (relative to the work dir) the node produces; durable sessions store them in the object store and send them on"),
 	attr("human.default_choice", scopeNode, AttrString, "", "human gates: the choice taken on timeout"),
 	enum("human.question_type", scopeNode, "single_select", "human gates: the kind of question",
 		"single_select", "multi_select", "free_text", "confirm"),

@@ -88,6 +88,21 @@ type Message struct {
 	Branch string
 	// Updates are the context keys the branch set since its fork.
 	Updates map[string]string
+	// Artifacts are the files the message carries (payload.artifacts).
+	Artifacts []Artifact
+}
+
+// Artifact is a file an envelope carries by reference: in a durable
+// session, an object of the session's object store, checked by sha256.
+type Artifact struct {
+	Name   string
+	Type   string // file, response...
+	Ref    string // obj://<bucket>/<name>, or file://, http://...
+	SHA256 string
+	Size   int64
+	// Path is where the runtime put a copy for the handler:
+	// {stage}/inputs/<name> ("" when it could not, e.g. no run directory).
+	Path string
 }
 
 // Input is everything a handler may read. It is owned by the runtime and

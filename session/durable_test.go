@@ -2,7 +2,11 @@ package session_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -346,4 +350,56 @@ func TestDurableHumanWait(t *testing.T) {
 	at, err := time.Parse(time.RFC3339, cp.Context["human.gate.answered_at"])
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), at, time.Minute)
+}
+
+// TestDurableArtifacts: files a node declares go to the session's object
+// store and travel by reference; the next node gets a checked copy in its
+// stage directory.
+func TestDurableArtifacts(t *testing.T) {
+	r := newRun(t)
+	work := t.TempDir()
+	var got []nodes.Artifact
+	var content string
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				got = append(got, in.Messages[0].Artifacts...)
+				for _, a := range in.Messages[0].Artifacts {
+					data, err := os.ReadFile(a.Path)
+					if err != nil {
+						return nil, err
+					}
+					content = string(data)
+				}
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			})}))
+	}
+	g := r.load(`digraph arts { start [shape=Mdiamond]; exit [shape=Msquare]
+		make [shape=parallelogram, tool_command="mkdir -p out && printf 'findings' > out/report.txt", artifacts="out/*.txt, missing/*.bin"]
+		check [type="custom.echo"]
+		start -> make -> check -> exit }`)
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.WorkDir = "arts", true, work
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Len(t, got, 1)
+	a := got[0]
+	require.Equal(t, "make/1/out/report.txt", a.Name)
+	require.Equal(t, "obj://sy_obj_arts/make/1/out/report.txt", a.Ref)
+	sum := sha256.Sum256([]byte("findings"))
+	require.Equal(t, hex.EncodeToString(sum[:]), a.SHA256)
+	require.Len(t, a.SHA256, 64)
+	require.Equal(t, int64(len("findings")), a.Size)
+	require.Equal(t, "findings", content)
+	require.Equal(t, filepath.Join(r.logs, "check", "inputs", "make", "1", "out", "report.txt"), a.Path)
+	data, err := broker.GetArtifact(ctx, r.broker.JetStream(), &pb.Artifact{Ref: a.Ref, Sha256: a.SHA256})
+	require.NoError(t, err)
+	require.Equal(t, "findings", string(data))
+	_, err = broker.GetArtifact(ctx, r.broker.JetStream(), &pb.Artifact{Ref: a.Ref, Sha256: strings.Repeat("0", 64)})
+	require.ErrorIs(t, err, broker.ErrArtifactMismatch)
 }

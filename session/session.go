@@ -349,7 +349,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 		s.jr.kv = kv
-		acfg.JetStream, acfg.Consume, acfg.Consumed = js, true, consumed
+		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}
 			for k, v := range cp.Floors {

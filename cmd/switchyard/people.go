@@ -1,9 +1,9 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -58,18 +59,18 @@ func newPubCmd() *cobra.Command {
 				}
 				env.Payload.Structured = st
 			}
-			for _, f := range files {
-				a, err := fileArtifact(f)
-				if err != nil {
-					return usageErr(err)
-				}
-				env.Payload.Artifacts = append(env.Payload.Artifacts, a)
-			}
 			nc, err := c.connect()
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
+			for _, f := range files {
+				a, err := uploadArtifact(cmd.Context(), nc, args[0], env.Id, f)
+				if err != nil {
+					return err
+				}
+				env.Payload.Artifacts = append(env.Payload.Artifacts, a)
+			}
 			data, _ := proto.Marshal(env)
 			msg := nats.NewMsg(subject)
 			msg.Data = data
@@ -94,16 +95,54 @@ func newPubCmd() *cobra.Command {
 	return cmd
 }
 
-// fileArtifact describes a local file as an artifact reference.
-func fileArtifact(path string) (*pb.Artifact, error) {
+// uploadArtifact stores a local file in the session's object store, as
+// inbox/<envelope id>/<file name>, and returns its reference.
+func uploadArtifact(ctx context.Context, nc *nats.Conn, session, envID, path string) (*pb.Artifact, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--file: %w", err)
+		return nil, usageErr(fmt.Errorf("--file: %w", err))
 	}
-	abs, _ := filepath.Abs(path)
-	sum := sha256.Sum256(data)
-	return &pb.Artifact{Type: "file", Ref: "file://" + abs, Sha256: hex.EncodeToString(sum[:]), Size: int64(len(data)),
-		Name: filepath.Base(path)}, nil
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, &exitError{code: 1, err: err}
+	}
+	defer js.CleanupPublisher() // its reply subscription and status listener
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	// A publish the server refuses is reported asynchronously: watch for
+	// it rather than wait for the request to time out.
+	denied := make(chan error, 1)
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case denied <- err:
+			default:
+			}
+		}
+	})
+	type result struct {
+		a   *pb.Artifact
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { // ends with ctx at the latest
+		a, err := broker.PutArtifact(ctx, js, session, "inbox/"+envID+"/"+filepath.Base(path), "file", data, broker.FileStorage)
+		done <- result{a, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, &exitError{code: 1, err: r.err}
+		}
+		return r.a, nil
+	case err := <-denied:
+		cancel()
+		<-done
+		return nil, &exitError{code: 1, err: fmt.Errorf("%w: uploading a file to the session's object store needs the admin credential", err)}
+	}
 }
 
 func newAnswerCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,22 @@ func TestServe(t *testing.T) {
 	wait("node.completed", "a")
 	wait("node.completed", "b") // a broadcast to b
 
+	// A file attached by the operator goes to the session's object store;
+	// the node gets a checked copy in its stage directory.
+	notes := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notes, []byte("see line 12"), 0o644))
+	code, _, errOut = cli(t, "pub", "s1", "a", "with a file", "--file", notes, "--nats", url, "--token", "out")
+	require.Equal(t, 1, code, "outside users cannot upload")
+	require.Contains(t, errOut, "admin credential")
+	code, out, errOut = cli(t, "pub", "s1", "a", "with a file", "--file", notes, "--nats", url, "--token", "adm")
+	require.Equal(t, 0, code, errOut)
+	envID := strings.Fields(out)[1]
+	wait("node.completed", "a")
+	wait("node.completed", "b")
+	copied, err := os.ReadFile(filepath.Join(dir, "logs", "s1", "a", "inputs", "inbox", envID, "notes.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "see line 12", string(copied))
+
 	// A nats.go client publishes the JSON form on an edge.
 	require.NoError(t, watcher.Publish("sy.s1.edge.a.b", []byte(`{"id":"ext-1","kind":"handoff","payload":{"message":"from outside"}}`)))
 	ev := wait("node.completed", "b")
@@ -173,7 +190,7 @@ func TestServe(t *testing.T) {
 	wait("node.completed", "a")
 	// Three envelopes reached a, in order; a repeat of cli-1 would have
 	// come before the last one.
-	require.Equal(t, 3, events.count("node.completed", "a"))
+	require.Equal(t, 4, events.count("node.completed", "a"))
 
 	// Outside users may not publish on control subjects.
 	code, _, _ = cli(t, "stop", "s1", "--nats", url, "--token", "out", "--timeout", "300ms")

@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Artifacts live in the session's object store (SessionObjects) under a
+// name; an envelope refers to one as obj://<bucket>/<name> with its
+// sha256, so a reader can check it got the bytes the writer meant.
+
+// ArtifactRef is the reference of an artifact in a session's store.
+func ArtifactRef(session, name string) string { return "obj://" + ObjectsName(session) + "/" + name }
+
+// PutArtifact stores data under name in the session's object store and
+// returns the envelope's reference to it.
+//
+// It writes the object store's format itself (ADR-20: chunks on
+// $O.<bucket>.C.<nuid>, then the description on $O.<bucket>.M.<name> with
+// a subject roll-up), with acknowledged publishes, so the standard API and
+// the nats CLI read it. nats.go's ObjectStore.Put publishes
+// asynchronously on a JetStream context it makes for each call, and its
+// reconnect watcher can be left blocked forever when the call ends first
+// (a goroutine leaked per artifact, seen with nats.go v1.55.0).
+func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ string, data []byte, st Storage) (*pb.Artifact, error) {
+	bucket := ObjectsName(session)
+	if _, err := js.ObjectStore(ctx, bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		if _, err := SessionObjects(ctx, js, session, st); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("broker: artifacts of %s: %w", session, err)
+	}
+	id := nuid.Next()
+	chunkSubj := "$O." + bucket + ".C." + id
+	h := sha256.New()
+	h.Write(data)
+	var chunks uint32
+	for off := 0; off < len(data); off += artifactChunk {
+		end := min(off+artifactChunk, len(data))
+		if _, err := js.Publish(ctx, chunkSubj, data[off:end]); err != nil {
+			return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
+		}
+		chunks++
+	}
+	sum := h.Sum(nil)
+	info := jetstream.ObjectInfo{
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Description: typ,
+			Opts: &jetstream.ObjectMetaOptions{ChunkSize: artifactChunk}},
+		Bucket: bucket, NUID: id, Size: uint64(len(data)), Chunks: chunks,
+		Digest: "SHA-256=" + base64.URLEncoding.EncodeToString(sum),
+	}
+	meta, err := json.Marshal(info)
+	if err != nil {
+		return nil, err
+	}
+	mm := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name)))
+	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	mm.Data = meta
+	if _, err := js.PublishMsg(ctx, mm); err != nil {
+		return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
+	}
+	return &pb.Artifact{Type: typ, Name: name, Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
+		Size: int64(len(data))}, nil
+}
+
+// artifactChunk is the size of an artifact's chunks (the object store's
+// default).
+const artifactChunk = 128 << 10
+
+// ErrArtifactMismatch is returned when an artifact's bytes do not have the
+// sha256 its reference names.
+var ErrArtifactMismatch = errors.New("broker: artifact does not match its sha256")
+
+// GetArtifact reads the artifact a reference names (obj://bucket/name) and
+// checks its sha256.
+func GetArtifact(ctx context.Context, js jetstream.JetStream, a *pb.Artifact) ([]byte, error) {
+	rest, ok := strings.CutPrefix(a.GetRef(), "obj://")
+	if !ok {
+		return nil, fmt.Errorf("broker: artifact %q is not in an object store (%s)", a.GetName(), a.GetRef())
+	}
+	bucket, name, ok := strings.Cut(rest, "/")
+	if !ok || name == "" {
+		return nil, fmt.Errorf("broker: bad artifact reference %q", a.GetRef())
+	}
+	obj, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
+	}
+	r, err := obj.Get(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
+	}
+	if a.GetSha256() != "" {
+		sum := sha256.Sum256(data)
+		if hex.EncodeToString(sum[:]) != a.GetSha256() {
+			return nil, fmt.Errorf("%w: %s", ErrArtifactMismatch, a.GetRef())
+		}
+	}
+	return data, nil
+}

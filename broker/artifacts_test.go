@@ -1,0 +1,44 @@
+package broker_test
+
+import (
+	"bytes"
+	"io"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// TestArtifacts stores artifacts of several sizes (empty, one chunk,
+// several) and reads them back through the standard object store API and
+// by reference, sha256 checked.
+func TestArtifacts(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	for _, size := range []int{0, 10, 128 << 10, 300 << 10} {
+		data := bytes.Repeat([]byte{'a', 'b', 'c'}, size/3+1)[:size]
+		name := "n/1/file-" + string(rune('a'+size%26))
+		a, err := broker.PutArtifact(ctx(t), js, "s1", name, "file", data, broker.FileStorage)
+		require.NoError(t, err)
+		require.Equal(t, int64(size), a.Size)
+		require.Equal(t, "obj://sy_obj_s1/"+name, a.Ref)
+
+		got, err := broker.GetArtifact(ctx(t), js, a)
+		require.NoError(t, err)
+		require.Equal(t, data, got)
+
+		obj, err := js.ObjectStore(ctx(t), broker.ObjectsName("s1"))
+		require.NoError(t, err)
+		r, err := obj.Get(ctx(t), name)
+		require.NoError(t, err)
+		std, err := io.ReadAll(r)
+		require.NoError(t, err, "the standard reader checks the digest")
+		require.NoError(t, r.Close())
+		require.Equal(t, data, std)
+	}
+	_, err := broker.GetArtifact(ctx(t), js, &pb.Artifact{Ref: "file:///tmp/x"})
+	require.ErrorContains(t, err, "not in an object store")
+}
