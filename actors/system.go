@@ -83,6 +83,10 @@ type Config struct {
 	// goroutine; it must not block for long. The session observes its own
 	// events this way instead of reading them back from NATS.
 	OnEvent func(*pb.Event)
+	// Interest, when set, tells whether anyone subscribes to an event's
+	// subject; events nobody listens to are not published (OnEvent still
+	// gets them).
+	Interest func(subject string) bool
 }
 
 // System owns the actor system, the node actors, their NATS subscriptions
@@ -437,13 +441,15 @@ func (s *System) publishEvents() {
 	for ev := range s.evq {
 		ev.SessionId = s.cfg.SessionID
 		ev.Seq = s.seq.Add(1)
-		data, err := proto.Marshal(ev)
-		if err != nil {
-			s.log.Error("actors: marshal event", "err", err)
-			continue
-		}
-		if err := s.cfg.Conn.Publish(broker.Event(s.cfg.SessionID, ev.Kind), data); err != nil {
-			s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+		if subj := broker.Event(s.cfg.SessionID, ev.Kind); s.cfg.Interest == nil || s.cfg.Interest(subj) {
+			data, err := proto.Marshal(ev)
+			if err != nil {
+				s.log.Error("actors: marshal event", "err", err)
+				continue
+			}
+			if err := s.cfg.Conn.Publish(subj, data); err != nil {
+				s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+			}
 		}
 		if s.cfg.OnEvent != nil {
 			s.cfg.OnEvent(ev)

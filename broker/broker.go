@@ -208,3 +208,18 @@ func (b *Broker) removeTmp() {
 		_ = os.RemoveAll(b.tmpDir)
 	}
 }
+
+// Interest reports whether anyone subscribes to subject. Only an embedded
+// server can tell cheaply; on an external server the answer is always true.
+// The runtime skips publishing events nobody listens to (the session sees
+// its own events in process).
+func (b *Broker) Interest(subject string) bool {
+	if b.srv == nil {
+		return true
+	}
+	acc := b.srv.GlobalAccount()
+	if acc == nil {
+		return true
+	}
+	return acc.SubscriptionInterest(subject)
+}

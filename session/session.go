@@ -328,7 +328,8 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		OnFatal: func(reason string) { s.complete("fail", reason) },
 		// The session sees its own events in process (other watchers read
 		// them on NATS); the event loop decouples the observer.
-		OnEvent: func(ev *pb.Event) { s.events <- ev },
+		OnEvent:  func(ev *pb.Event) { s.events <- ev },
+		Interest: cfg.Broker.Interest,
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
