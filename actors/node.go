@@ -469,6 +469,10 @@ type job struct {
 
 	ctxKV   []*pb.KV          // the context after the firing, as a list
 	ctxKVOf map[string]string // the map ctxKV was made from
+	// base is the sorted list ctx was read from, and changed the keys set
+	// since: the list after the firing reuses base's unchanged pairs.
+	base    []*pb.KV
+	changed []string
 
 	node *graph.Node   // the node as it was when the firing started (live edits)
 	h    nodes.Handler // its handler then
@@ -505,9 +509,13 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 		j.branches = cloneBranches(bs[:len(bs)-1])
 	} else {
 		j.ctx = ctxMap(first.GetContext())
+		if kvs := first.GetContext(); sortedKV(kvs) {
+			j.base = kvs
+		}
 		j.branches = cloneBranches(bs)
 	}
 	j.ctx["current_node"] = a.node.ID
+	j.changed = append(j.changed, "current_node")
 	msgs := make([]nodes.Message, len(batch))
 	for i, env := range batch {
 		msgs[i] = toMessage(env)

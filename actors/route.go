@@ -78,6 +78,7 @@ func (a *nodeActor) finish(m *runDone) {
 	}
 	for k, v := range updates {
 		ctx[k] = v
+		job.changed = append(job.changed, k)
 	}
 	recordUpdates(bs, updates)
 
@@ -338,7 +339,12 @@ func (a *nodeActor) jump(j *job, to string, o *nodes.Outcome, ctx map[string]str
 // commit share the (immutable) list.
 func (j *job) kv(ctx map[string]string) []*pb.KV {
 	if j.ctxKV == nil || !sameMap(j.ctxKVOf, ctx) {
-		j.ctxKV, j.ctxKVOf = kvList(ctx), ctx
+		if j.base != nil && sameMap(j.ctx, ctx) {
+			j.ctxKV = kvDelta(j.base, ctx, j.changed)
+		} else {
+			j.ctxKV = kvList(ctx)
+		}
+		j.ctxKVOf = ctx
 	}
 	return j.ctxKV
 }

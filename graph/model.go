@@ -113,7 +113,11 @@ func (a Attrs) Float(key string) (float64, bool) {
 
 // Bool returns the boolean value of key (false when unset or not a boolean).
 func (a Attrs) Bool(key string) bool {
-	b, err := strconv.ParseBool(strings.TrimSpace(a[key].Text))
+	v, ok := a[key]
+	if !ok || v.Text == "" {
+		return false // no error value to allocate on the hot path
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v.Text))
 	return err == nil && b
 }
 
