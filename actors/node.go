@@ -114,12 +114,7 @@ func (a *nodeActor) setEdges(g *graph.Graph) error {
 		if a.buffers[id] != nil {
 			continue
 		}
-		mode, err := edges.ParseMode(e.Attrs.String("delivery"))
-		if err != nil {
-			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
-		}
-		window, _ := e.Attrs.Duration("debounce")
-		b, err := edges.New[*pb.Envelope](mode, window, s.clk, func() { s.wake(n.ID, &drain{}) })
+		b, err := edges.NewFor[*pb.Envelope](e, s.clk, func() { s.wake(n.ID, &drain{}) })
 		if err != nil {
 			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/edges"
-	"github.com/switchyard/switchyard/edges/cond"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
@@ -227,7 +226,7 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 				return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
 			}
 		default:
-			if e := conditionMatch(out, env, ctx); e != nil {
+			if e := edges.Match(g, a.node.ID, env, ctx); e != nil {
 				return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
 			}
 			for _, t := range []string{a.node.RetryTarget(), a.node.FallbackRetryTarget(),
@@ -352,38 +351,6 @@ func (j *job) kv(ctx map[string]string) []*pb.KV {
 // sameMap reports whether a and b are the same map (not equal contents).
 func sameMap(a, b map[string]string) bool {
 	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
-}
-
-// conditionMatch is step 1 of edge selection alone: the best edge whose
-// condition holds (failure routing must not fall through to other steps).
-func conditionMatch(out []*graph.Edge, o edges.Outcome, ctx map[string]string) *graph.Edge {
-	env := cond.Env{Outcome: o.Status, PreferredLabel: o.PreferredLabel, Context: ctx}
-	var best []*graph.Edge
-	for _, e := range out {
-		c := e.Cond
-		if c == nil {
-			if e.Condition() == "" {
-				continue
-			}
-			var err error
-			if c, err = cond.Parse(e.Condition()); err != nil {
-				continue
-			}
-		}
-		if c.Eval(env) {
-			best = append(best, e)
-		}
-	}
-	if len(best) == 0 {
-		return nil
-	}
-	sort.SliceStable(best, func(i, k int) bool {
-		if best[i].Weight() != best[k].Weight() {
-			return best[i].Weight() > best[k].Weight()
-		}
-		return best[i].To < best[k].To
-	})
-	return best[0]
 }
 
 // innerJoin is the fan-in node of the innermost branch, if any.
