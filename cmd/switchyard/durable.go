@@ -133,44 +133,55 @@ func newHistoryCmd() *cobra.Command {
 		Short: "List a durable session's checkpoints (node, time, outcome)",
 		Args:  sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			b, err := openStore(ctx, nats, data)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			hist, err := session.History(ctx, b, args[0])
-			if err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				for _, h := range hist {
-					_ = enc.Encode(h)
-				}
-				return nil
-			}
-			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "CHECKPOINT\tTIME\tNODE\tFIRING\tOUTCOME\tCONSUMED\tPRODUCED\tEND")
-			for _, h := range hist {
-				status := h.Status
-				if h.Reason != "" {
-					status += ": " + h.Reason
-				}
-				fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", h.Seq, h.Time.Format(time.RFC3339), h.Node, h.Firing,
-					status, h.Consumed, h.Produced, h.Terminal)
-			}
-			return w.Flush()
+			return withStore(cmd, nats, data, func(ctx context.Context, b *broker.Broker) error {
+				return printHistory(ctx, cmd.OutOrStdout(), b, args[0], asJSON)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the session ran on (default: the embedded one on --data)")
 	cmd.Flags().StringVar(&data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per checkpoint")
 	return cmd
+}
+
+// withStore runs f with the store of --nats or --data open.
+func withStore(cmd *cobra.Command, nats, data string, f func(ctx context.Context, b *broker.Broker) error) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b, err := openStore(ctx, nats, data)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return f(ctx, b)
+}
+
+// printHistory prints a session's checkpoints as a table or JSON lines.
+func printHistory(ctx context.Context, out io.Writer, b *broker.Broker, id string, asJSON bool) error {
+	hist, err := session.History(ctx, b, id)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		for _, h := range hist {
+			_ = enc.Encode(h)
+		}
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CHECKPOINT\tTIME\tNODE\tFIRING\tOUTCOME\tCONSUMED\tPRODUCED\tEND")
+	for _, h := range hist {
+		status := h.Status
+		if h.Reason != "" {
+			status += ": " + h.Reason
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", h.Seq, h.Time.Format(time.RFC3339), h.Node, h.Firing,
+			status, h.Consumed, h.Produced, h.Terminal)
+	}
+	return w.Flush()
 }
 
 // openStore starts the embedded server on data (or connects to nats) to
@@ -212,27 +223,20 @@ func newGCCmd() *cobra.Command {
 sessions are never removed. run and serve do the same on start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			b, err := openStore(ctx, nats, data)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			removed, err := session.GC(ctx, b, retain, time.Now(), dryRun)
-			verb := "removed"
-			if dryRun {
-				verb = "would remove"
-			}
-			for _, id := range removed {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s session %s\n", verb, id)
-			}
-			if err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			return nil
+			return withStore(cmd, nats, data, func(ctx context.Context, b *broker.Broker) error {
+				removed, err := session.GC(ctx, b, retain, time.Now(), dryRun)
+				verb := "removed"
+				if dryRun {
+					verb = "would remove"
+				}
+				for _, id := range removed {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s session %s\n", verb, id)
+				}
+				if err != nil {
+					return &exitError{code: 1, err: err}
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the sessions run on (default: the embedded one on --data)")
