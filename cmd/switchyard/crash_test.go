@@ -248,8 +248,13 @@ func TestCrashServe(t *testing.T) {
 					cmd.Env = append(cmd.Env, crash.Env+"="+point)
 				}
 				require.NoError(t, cmd.Start())
-				done := make(chan error, 1)
-				go func() { done <- cmd.Wait() }()
+				done, exited := make(chan error, 1), make(chan struct{})
+				go func() { done <- cmd.Wait(); close(exited) }()
+				t.Cleanup(func() {
+					// A failed test leaves no process behind.
+					_ = cmd.Process.Kill()
+					<-exited
+				})
 				return cmd, done
 			}
 			connect := func(done chan error) *broker.Broker {
