@@ -46,16 +46,10 @@ switchyard history) and the original is left as it is.`,
 			return runPipeline(cmd.Context(), f, "", cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	f.addSessionFlags(cmd)
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.from, "from", 0, "fork from this checkpoint (a number from switchyard history)")
 	fl.StringVar(&f.forkAs, "as", "", "the fork's session id")
-	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
-	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
-	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable)")
-	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
-	fl.StringVar(&f.nats, "nats", "", "the NATS server the session ran on (default: the embedded one on --data)")
-	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	return cmd
 }
 

@@ -62,19 +62,25 @@ fails, 2 for invalid input or usage.`,
 			return runPipeline(cmd.Context(), f, args[0], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	f.addSessionFlags(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
-	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
-	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
-	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
-	fl.StringVar(&f.nats, "nats", "", "connect to this NATS server instead of starting an embedded one")
-	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
-	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	fl.StringVar(&f.resume, "resume", "", "resume the run whose run directory is DIR")
 	fl.BoolVar(&f.durable, "durable", true, "keep the session in JetStream: it survives a crash and can be resumed by id (--durable=false: core NATS only, checkpoint.json only)")
 	fl.StringVar(&f.id, "id", "", "session id (default: generated)")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "on start, remove durable sessions completed longer ago than this (0 keeps them)")
 	return cmd
+}
+
+// addSessionFlags adds the flags run and resume share.
+func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
+	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
+	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
+	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
+	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 }
 
 // parseAnswers reads NODE=CHOICE flags into queues per node, in order.
