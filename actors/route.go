@@ -98,7 +98,7 @@ func (a *nodeActor) finish(m *runDone) {
 	ev := &pb.Event{Kind: "node.completed", Node: a.node.ID, Status: string(o.Status),
 		Attempts: uint32(j.attempts), DurationMs: durationMS(j.dur), Usage: commit.Usage,
 		Message: summary(o)}
-	if o.Status == nodes.StatusFail {
+	if o.Status == nodes.StatusFail || o.FailureReason != "" {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)

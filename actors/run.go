@@ -37,6 +37,9 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 			attempts: 1, dur: a.s.clk.Now().Sub(start)}
 	}
 	res := a.attempts(ctx, j, maxRetries, backoff, retryOnFail, start)
+	if ctx.Err() == nil && res.outcome.Status == nodes.StatusFail {
+		applyFailurePolicy(j.node.Attrs.String("on_failure"), res.outcome)
+	}
 	if ctx.Err() == nil {
 		arts, err := a.storeArtifacts(ctx, j, res.outcome)
 		if err != nil {
@@ -46,6 +49,29 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 		j.artifacts = arts
 	}
 	return res
+}
+
+// applyFailurePolicy carries on after a failure (retries spent) when the
+// node's on_failure says so: skip makes it skipped (the outcome in the
+// context stays the previous node's), continue makes it partial_success.
+// Either way the failure reason stays on the outcome, and so in the
+// node.completed event.
+func applyFailurePolicy(policy string, o *nodes.Outcome) {
+	switch policy {
+	case "skip":
+		o.Status = nodes.StatusSkipped
+	case "continue":
+		o.Status = nodes.StatusPartial
+	default:
+		return
+	}
+	o.Retryable = false
+	if o.FailureReason == "" {
+		o.FailureReason = "failed"
+	}
+	if o.Notes == "" {
+		o.Notes = "on_failure=" + policy + ": " + o.FailureReason
+	}
 }
 
 // attempts runs the handler until it succeeds or its retries are spent.

@@ -128,7 +128,7 @@ var attrTable = []AttrSpec{
 	attr("allow_partial", scopeNode, AttrBoolean, "false", "exhausted retries end partial_success instead of fail"),
 	enum("retry_policy", scopeNode, "standard", "a retry preset", "none", "standard", "aggressive", "linear", "patient"),
 	attr("retry_on_fail", scopeNode, AttrBoolean, "false", "also retry a plain fail"),
-	enum("on_failure", scopeNode, "", "exit ends the run at once; route follows edge selection", "route", "exit"),
+	enum("on_failure", scopeNode, "", "exit ends the run at once; route follows edge selection; skip and continue carry on as skipped or partial_success", "route", "exit", "skip", "continue"),
 	attr("tool_command", scopeNode, AttrString, "", "tool nodes: the shell command"),
 	attr("artifacts", scopeNode, AttrString, "", "comma-separated globs of files (relative to the work dir) the node produces; durable sessions store them in the object store and send them on"),
 	attr("human.default_choice", scopeNode, AttrString, "", "human gates: the choice taken on timeout"),

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // The rows of the spec's parity matrix (section 11.12) that execute, on the
@@ -417,4 +418,41 @@ func TestLoopRestart(t *testing.T) {
 	cp := r.file("checkpoint.json")
 	require.NotContains(t, cp, `"scratch"`, "the restarted run starts from a fresh context")
 	require.Contains(t, cp, `"graph.goal": "g"`)
+}
+
+func TestOnFailureSkipAndContinueCarryOn(t *testing.T) {
+	for _, tc := range []struct{ policy, status, outcome string }{
+		// skip: the node counts as not run; the context's outcome stays the previous node's.
+		{"skip", "skipped", "success"},
+		{"continue", "partial_success", "partial_success"},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			r := newRun(t)
+			r.mock = `{"a":[{"status":"fail","notes":"broken"}]}`
+			r.reg = func(reg *nodes.Registry) {
+				require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+					func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+						return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "outcome was " + in.Context["outcome"]}, nil
+					})}))
+			}
+			rep := r.exec(`digraph f { start [shape=Mdiamond]; a [prompt="a", on_failure=` + tc.policy + `, max_retries=1, retry_on_fail=true];
+				b [type="custom.echo"]; exit [shape=Msquare]; start -> a -> b -> exit }`)
+			require.Equal(t, "success", rep.Status, rep.Reason)
+			require.Equal(t, []string{"start", "a", "b", "exit"}, r.visits())
+			ev := r.event("node.completed", "a")
+			require.Equal(t, tc.status, ev.Status)
+			require.EqualValues(t, 2, ev.Attempts, "retries are spent before the policy applies")
+			require.Contains(t, attr(ev, "failure_reason"), "broken")
+			require.Equal(t, "outcome was "+tc.outcome, rep.Node("b").Output)
+		})
+	}
+}
+
+func attr(ev *pb.Event, key string) string {
+	for _, kv := range ev.GetAttrs() {
+		if kv.GetKey() == key {
+			return kv.GetValue()
+		}
+	}
+	return ""
 }
