@@ -34,6 +34,8 @@ type Config struct {
 	SessionID string
 	Graph     *graph.Graph
 	Conn      *nats.Conn
+	// Middleware wraps every node's handler, the first outermost.
+	Middleware []nodes.Middleware
 	// JetStream, when set, makes every envelope publication a JetStream
 	// publish acknowledged by the server (durable), with the envelope id as
 	// the de-duplication id. Nil publishes on core NATS.
@@ -266,7 +268,7 @@ func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, 
 			return "", nil, fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
 		}
 	}
-	return typ, h, nil
+	return typ, nodes.Chain(h, s.cfg.Middleware...), nil
 }
 
 func (s *System) spawn(g *graph.Graph, n *graph.Node) error {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/middleware"
 	"github.com/switchyard/switchyard/nodes"
 )
 
@@ -56,7 +57,7 @@ func ExampleChain() {
 		})
 	}
 	boom := nodes.HandlerFunc(func(context.Context, *nodes.Input) (*nodes.Outcome, error) { panic("out of coffee") })
-	_, _ = nodes.Chain(boom, logged, nodes.Recover()).Handle(context.Background(), &nodes.Input{})
+	_, _ = nodes.Chain(boom, logged, middleware.Recover()).Handle(context.Background(), &nodes.Input{})
 	// Output: failed: handler panicked: out of coffee
 }
 

@@ -69,6 +69,11 @@ type Config struct {
 	// Checkpoint says when the checkpoint is written. Nil writes after
 	// every envelope and keeps the checkpoint (what the CLI does).
 	Checkpoint *CheckpointPolicy
+	// Handlers adds handler types to the built-ins (replacing a built-in
+	// of the same name) when Registry is nil.
+	Handlers map[string]nodes.Handler
+	// Middleware wraps every node's handler, the first outermost.
+	Middleware []nodes.Middleware
 	// ForkOf and FromCheckpoint make Resume start a new durable session
 	// (ID) from another one's checkpoint (0: its latest).
 	ForkOf         string
@@ -311,7 +316,13 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 			cfg.Deps.Children = &childRunner{parent: s}
 		}
 		reg = nodes.NewRegistry()
-		if err := nodes.RegisterBuiltins(reg, cfg.Deps); err != nil {
+		err := nodes.RegisterBuiltins(reg, cfg.Deps)
+		for typ, h := range cfg.Handlers {
+			if err == nil {
+				err = reg.Replace(nodes.Info{Type: typ, Handler: h})
+			}
+		}
+		if err != nil {
 			if s.ctl != nil {
 				_ = s.ctl.Close()
 			}
@@ -321,7 +332,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	go s.eventLoop()
 	s.registry = reg
 	acfg := actors.Config{
-		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr,
+		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr, Middleware: cfg.Middleware,
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
 		OnStall: func(reason string) { s.complete("fail", reason) },
