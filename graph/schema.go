@@ -154,6 +154,7 @@ var attrTable = []AttrSpec{
 	attr("locks", scopeNode, AttrString, "", "advisory file locks, comma-separated paths"),
 	enum("mode", scopeNode, "auto", "interactive asks a person; auto runs alone", "interactive", "auto"),
 	attr("role", scopeNode, AttrString, "", "the agent's role"),
+	attr("input_key", scopeNode, AttrString, "", "Go agent and tool nodes: the state key they read their input from (default: _previous, else the session input)"),
 
 	// edge (spec 2.7)
 	attr("condition", scopeEdge, AttrCondition, "", "the edge is taken only when it holds"),

@@ -1,0 +1,493 @@
+package switchyard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// Run runs g as a session to its end and returns the report. The session
+// runs on the real runtime: a private embedded NATS server (unless
+// WithBroker), one actor per node, checkpoints after every envelope
+// (unless WithoutCheckpoints or WithCheckpoint). The caller of ctx
+// (nodes.WithCaller) reaches every node. If ctx ends first, the session is
+// stopped (its checkpoint stays, see Resume) and the report so far is
+// returned with ctx's error.
+func Run(ctx context.Context, g *Graph, in Message, opts ...Option) (*Report, error) {
+	ex, err := start(ctx, g, &in, "", opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Wait(ctx)
+}
+
+// Stream starts g as a session and returns at once: read its events from
+// Execution.Events, wait for its report with Execution.Wait.
+func Stream(ctx context.Context, g *Graph, in Message, opts ...Option) (*Execution, error) {
+	return start(ctx, g, &in, "", opts, true)
+}
+
+// Resume continues the session id of g from its last checkpoint and runs it
+// to its end: the nodes that completed are not run again, the envelopes
+// that were pending are delivered, a human gate that was waiting asks
+// again. The session's store must be reachable: the same WithDataDir (or
+// WithBroker) as the run that wrote it.
+func Resume(ctx context.Context, g *Graph, id string, opts ...Option) (*Report, error) {
+	ex, err := start(ctx, g, nil, id, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Wait(ctx)
+}
+
+// ResumeStream is Resume returning at once, like Stream.
+func ResumeStream(ctx context.Context, g *Graph, id string, opts ...Option) (*Execution, error) {
+	return start(ctx, g, nil, id, opts, true)
+}
+
+// Execution is a running session.
+type Execution struct {
+	s      *session.Session
+	b      *broker.Broker
+	ownB   bool
+	cfg    runConfig
+	g      *graph.Graph
+	stream bool
+
+	mu       sync.Mutex
+	last     *Message          // the last output recorded
+	result   *Message          // the state at the exit node
+	outputs  map[string]string // node id -> full output
+	errs     map[string]string // node id -> failure reason of its last visit
+	finished bool              // no event follows
+	queue    []Event
+	wake     chan struct{}
+	events   chan Event
+	closed   chan struct{}
+	pumpDone chan struct{}
+
+	stopOnce  sync.Once
+	closeOnce sync.Once
+	report    *Report
+}
+
+func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []Option, stream bool) (*Execution, error) {
+	var cfg runConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	built, err := g.Build()
+	if err != nil {
+		return nil, err
+	}
+	ex := &Execution{cfg: cfg, g: built, stream: stream, outputs: map[string]string{}, errs: map[string]string{},
+		wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	if ex.b = cfg.broker; ex.b == nil {
+		bc := broker.Config{DataDir: cfg.dataDir, Memory: cfg.dataDir == "", ServerName: "switchyard", Logger: cfg.logger}
+		if ex.b, err = broker.Start(ctx, bc); err != nil {
+			return nil, err
+		}
+		ex.ownB = true
+	}
+	scfg, err := ex.sessionConfig(g, in)
+	if err != nil {
+		ex.closeBroker()
+		return nil, err
+	}
+	if resumeID != "" {
+		if cfg.ephemeral {
+			ex.closeBroker()
+			return nil, errors.New("switchyard: resume needs checkpoints; WithoutCheckpoints has none")
+		}
+		scfg.ID = resumeID
+		ex.s, err = session.Resume(ctx, scfg)
+	} else {
+		ex.s, err = session.Start(ctx, scfg)
+	}
+	if err != nil {
+		ex.closeBroker()
+		return nil, err
+	}
+	return ex, nil
+}
+
+func (e *Execution) sessionConfig(g *Graph, in *Message) (session.Config, error) {
+	cfg := e.cfg
+	reg := agent.NewRegistry()
+	reg.Register("mock", agent.NewMock(nil))
+	agent.RegisterCLI(reg, agent.CLIOptions{Logger: cfg.logger})
+	for name, p := range cfg.providers {
+		reg.Register(name, p)
+	}
+	def := cfg.defProvider
+	if def == "" {
+		def = "mock"
+	}
+	handlers := maps.Clone(g.types)
+	sc := session.Config{
+		ID: cfg.id, Graph: e.g, Broker: e.b, Durable: !cfg.ephemeral,
+		Deps:           nodes.Deps{Providers: reg.Lookup, DefaultProvider: def, Interviewer: cfg.interviewer, Clock: cfg.clk, Logger: cfg.logger},
+		ControlAnswers: true, Handlers: handlers,
+		Middleware: append([]Middleware{e.stateMiddleware}, cfg.mws...),
+		LogsDir:    cfg.logsDir, WorkDir: cfg.workDir, Clock: cfg.clk, Logger: cfg.logger,
+		Observer: e.observe, Backoff: cfg.backoff, Caller: cfg.caller, Checkpoint: cfg.checkpoint,
+	}
+	if sc.ID == "" {
+		sc.ID = session.NewID()
+	}
+	if sc.Checkpoint == nil && !cfg.ephemeral {
+		sc.Checkpoint = &CheckpointPolicy{}
+	}
+	if in != nil {
+		sc.Input = in.Text
+		sc.Metadata = in.Metadata
+		sc.Context = maps.Clone(cfg.context)
+		if sc.Context == nil {
+			sc.Context = map[string]string{}
+		}
+		sc.Context[KeyInput] = in.Text
+	}
+	return sc, nil
+}
+
+// stateMiddleware gives Go code the state and records each node's output
+// under its id and "_previous".
+func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
+	return nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		if in.Type == graph.TypeExit {
+			e.mu.Lock()
+			e.result = &Message{Text: in.Context[KeyPrevious], Metadata: maps.Clone(in.Metadata)}
+			e.mu.Unlock()
+		}
+		o, err := next.Handle(withState(ctx, State{m: in.Context}), in)
+		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
+			return o, err
+		}
+		updates := make(map[string]string, len(o.ContextUpdates)+2)
+		maps.Copy(updates, o.ContextUpdates)
+		updates[in.Node.ID] = o.Response
+		updates[KeyPrevious] = o.Response
+		o.ContextUpdates = updates
+		meta := maps.Clone(in.Metadata)
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		maps.Copy(meta, o.Metadata)
+		e.mu.Lock()
+		e.last = &Message{Text: o.Response, Metadata: meta}
+		e.outputs[in.Node.ID] = o.Response
+		e.mu.Unlock()
+		return o, nil
+	})
+}
+
+// ID is the session id.
+func (e *Execution) ID() string { return e.s.ID() }
+
+// Graph is the graph the session runs, in the runtime's model.
+func (e *Execution) Graph() *graph.Graph { return e.g }
+
+// observe is the session's observer: hooks, the report's extras, the
+// event stream.
+func (e *Execution) observe(pe *pb.Event) {
+	ev := eventOf(pe)
+	h := e.cfg.hooks
+	switch ev.Kind {
+	case "session.started", "session.resumed":
+		if h.OnStart != nil {
+			h.OnStart(ev)
+		}
+	case "node.completed":
+		e.mu.Lock()
+		if r := ev.Attrs["failure_reason"]; r != "" {
+			e.errs[ev.Node] = r
+		} else {
+			delete(e.errs, ev.Node)
+		}
+		e.mu.Unlock()
+		if h.OnNode != nil {
+			h.OnNode(ev)
+		}
+		if ev.Status == string(nodes.StatusFail) && h.OnError != nil {
+			h.OnError(ev)
+		}
+	case "session.completed":
+		if ev.Status != "success" && h.OnError != nil {
+			h.OnError(ev)
+		}
+	}
+	if e.stream {
+		e.mu.Lock()
+		e.queue = append(e.queue, ev)
+		e.mu.Unlock()
+		e.signal()
+	}
+}
+
+func (e *Execution) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Events returns the session's events, in order, from its start; the
+// channel is closed after the last one (session.completed, or
+// session.stopped). Only a Stream or ResumeStream execution has events
+// (nil otherwise). Read it to its end or call Close.
+func (e *Execution) Events() <-chan Event {
+	if !e.stream {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.events == nil {
+		e.events = make(chan Event)
+		e.pumpDone = make(chan struct{})
+		go e.pump()
+	}
+	return e.events
+}
+
+// pump delivers queued events; it ends when the last one is delivered or
+// the execution is closed.
+func (e *Execution) pump() {
+	defer close(e.pumpDone)
+	defer close(e.events)
+	for {
+		e.mu.Lock()
+		q, finished := e.queue, e.finished
+		e.queue = nil
+		e.mu.Unlock()
+		for _, ev := range q {
+			select {
+			case e.events <- ev:
+			case <-e.closed:
+				return
+			}
+		}
+		if len(q) == 0 {
+			if finished {
+				return
+			}
+			select {
+			case <-e.wake:
+			case <-e.closed:
+				return
+			}
+		}
+	}
+}
+
+// Wait blocks until the session ends (or ctx does: the session is then
+// stopped, its checkpoint kept) and returns its report.
+func (e *Execution) Wait(ctx context.Context) (*Report, error) {
+	select {
+	case <-e.s.Done():
+	case <-ctx.Done():
+	}
+	rep := e.finish()
+	if err := ctx.Err(); err != nil && rep.Status == "running" {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// Stop stops the session where it is, leaving its checkpoint (Resume goes
+// on from there), and returns the report so far.
+func (e *Execution) Stop() *Report { return e.finish() }
+
+// Answer answers the human gate of node with choice (a key, label or
+// target), as `switchyard answer` does.
+func (e *Execution) Answer(node, choice string) error {
+	data, err := json.Marshal(session.AnswerMessage{Node: node, Choice: choice, By: "go"})
+	if err != nil {
+		return err
+	}
+	return e.b.Conn().Publish(broker.Control(e.s.ID(), "answer"), data)
+}
+
+// Close stops the session if it runs and ends the event stream (events
+// not read yet are dropped).
+func (e *Execution) Close() {
+	e.finish()
+	e.closeOnce.Do(func() { close(e.closed) })
+	e.mu.Lock()
+	done := e.pumpDone
+	e.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// finish stops the session and the private broker once, and builds the
+// report.
+func (e *Execution) finish() *Report {
+	e.stopOnce.Do(func() {
+		e.s.Stop()
+		rep := e.buildReport(e.s.Report())
+		e.mu.Lock()
+		e.report = rep
+		e.finished = true
+		e.mu.Unlock()
+		e.signal()
+		e.closeBroker()
+		if e.cfg.hooks.OnFinish != nil {
+			e.cfg.hooks.OnFinish(rep)
+		}
+	})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.report
+}
+
+func (e *Execution) closeBroker() {
+	if e.ownB {
+		_ = e.b.Close()
+	}
+}
+
+// Report is the result of a session.
+type Report struct {
+	SessionID string
+	// Status is success or fail; running when the session was stopped
+	// before it ended (it can be resumed).
+	Status string
+	Reason string
+	// Result is the last output and the metadata that reached the end: at
+	// the exit node when the session got there, else the last output
+	// recorded.
+	Result   Message
+	Nodes    []NodeReport // visited nodes in order of first visit, then the others (skipped)
+	Usage    Usage
+	Duration time.Duration
+}
+
+// NodeStatus is a node's status in a report.
+type NodeStatus string
+
+// Node statuses. A node that never ran is skipped; custom statuses an agent
+// reported are kept verbatim.
+const (
+	NodeSuccess NodeStatus = "success"
+	NodePartial NodeStatus = "partial_success"
+	NodeFailed  NodeStatus = "failed"
+	NodeSkipped NodeStatus = "skipped"
+)
+
+// NodeReport is what a session did at one node.
+type NodeReport struct {
+	Node     string
+	Status   NodeStatus // of the last visit
+	Visits   int
+	Attempts int // over all visits
+	Duration time.Duration
+	Output   string // the last output (in full)
+	Usage    Usage
+	Error    string // the failure reason of the last visit, also when skipped or continued
+}
+
+// Node returns the report of one node, or nil.
+func (r *Report) Node(id string) *NodeReport {
+	for i := range r.Nodes {
+		if r.Nodes[i].Node == id {
+			return &r.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func (e *Execution) buildReport(sr *session.Report) *Report {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rep := &Report{SessionID: e.s.ID(), Status: sr.Status, Reason: sr.Reason, Usage: sr.Usage, Duration: sr.Duration}
+	switch {
+	case e.result != nil:
+		rep.Result = *e.result
+	case e.last != nil:
+		rep.Result = *e.last
+	}
+	seen := map[string]bool{}
+	for _, n := range sr.Nodes {
+		seen[n.Node] = true
+		st := NodeStatus(n.Status)
+		if st == "fail" {
+			st = NodeFailed
+		}
+		out, ok := e.outputs[n.Node]
+		if !ok {
+			out = n.Output
+		}
+		rep.Nodes = append(rep.Nodes, NodeReport{Node: n.Node, Status: st, Visits: n.Visits, Attempts: n.Attempts,
+			Duration: n.Duration, Output: out, Usage: n.Usage, Error: e.errs[n.Node]})
+	}
+	for _, n := range e.g.Nodes {
+		if !seen[n.ID] {
+			rep.Nodes = append(rep.Nodes, NodeReport{Node: n.ID, Status: NodeSkipped})
+		}
+	}
+	return rep
+}
+
+// Event is one step of a session (the runtime's events, see
+// docs/envelope.md): session.started, node.started, node.completed,
+// edge.selected, human.question, session.completed...
+type Event struct {
+	Seq      uint64
+	Time     time.Time
+	Kind     string
+	Session  string
+	Node     string
+	Edge     string
+	Status   string
+	Attempts int
+	Duration time.Duration
+	Message  string
+	Usage    Usage
+	Attrs    map[string]string
+}
+
+func eventOf(pe *pb.Event) Event {
+	ev := Event{Seq: pe.GetSeq(), Kind: pe.GetKind(), Session: pe.GetSessionId(), Node: pe.GetNode(), Edge: pe.GetEdgeId(),
+		Status: pe.GetStatus(), Attempts: int(pe.GetAttempts()), Duration: time.Duration(pe.GetDurationMs()) * time.Millisecond,
+		Message: pe.GetMessage()}
+	if t := pe.GetTime(); t != nil {
+		ev.Time = t.AsTime()
+	}
+	if u := pe.GetUsage(); u != nil {
+		ev.Usage = Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Cost: u.GetCost()}
+	}
+	if len(pe.GetAttrs()) > 0 {
+		ev.Attrs = make(map[string]string, len(pe.GetAttrs()))
+		for _, kv := range pe.GetAttrs() {
+			ev.Attrs[kv.GetKey()] = kv.GetValue()
+		}
+	}
+	return ev
+}
+
+// String renders the event on one line.
+func (ev Event) String() string {
+	s := ev.Kind
+	if ev.Node != "" {
+		s += " " + ev.Node
+	}
+	if ev.Status != "" {
+		s += " " + ev.Status
+	}
+	if ev.Message != "" {
+		s += fmt.Sprintf(" %q", ev.Message)
+	}
+	return s
+}
