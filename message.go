@@ -44,7 +44,9 @@ type Tool interface {
 type ToolFunc func(ctx context.Context, params map[string]any) (any, error)
 
 // Call calls f.
-func (f ToolFunc) Call(ctx context.Context, params map[string]any) (any, error) { return f(ctx, params) }
+func (f ToolFunc) Call(ctx context.Context, params map[string]any) (any, error) {
+	return f(ctx, params)
+}
 
 // ParamMapper builds a tool's parameters from the state. A nil mapper
 // passes {"input": <the node's input>}.
