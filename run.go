@@ -170,7 +170,9 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 			e.result = &Message{Text: in.Context[KeyPrevious], Metadata: maps.Clone(in.Metadata)}
 			e.mu.Unlock()
 		}
-		o, err := next.Handle(withState(ctx, State{m: in.Context}), in)
+		// A copy: the runtime goes on changing the context after the run,
+		// and Go code may keep the state it was given.
+		o, err := next.Handle(withState(ctx, State{m: maps.Clone(in.Context)}), in)
 		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
 			return o, err
 		}
@@ -230,6 +232,9 @@ func (e *Execution) observe(pe *pb.Event) {
 	if e.stream {
 		e.mu.Lock()
 		e.queue = append(e.queue, ev)
+		if ev.Kind == "session.completed" || ev.Kind == "session.stopped" {
+			e.finished = true // the observer gets nothing after these
+		}
 		e.mu.Unlock()
 		e.signal()
 	}

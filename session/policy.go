@@ -17,7 +17,8 @@ type CheckpointPolicy struct {
 	// OnError writes whenever a node fails, whatever the counters say.
 	OnError bool
 	// Retain keeps a successful session's checkpoint; without it the
-	// checkpoint is removed when the session completes with success.
+	// checkpoint is removed when the session completes with success (for
+	// a durable session, its whole store: stream, journal, artifacts).
 	Retain bool
 }
 

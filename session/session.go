@@ -476,7 +476,21 @@ func (s *Session) Stop() {
 		}
 		_ = s.cfg.Broker.Conn().Flush()
 		s.closeEvents()
+		s.cleanup()
 	})
+}
+
+// cleanup removes a durable session's store (stream, checkpoints,
+// artifacts) when it succeeded and its checkpoint policy does not retain it.
+func (s *Session) cleanup() {
+	if !s.cfg.Durable || !s.jr.cleanup || s.report.result().Status != "success" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
+		s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
+	}
 }
 
 func (s *Session) closeEvents() {
