@@ -144,6 +144,8 @@ type Hooks struct {
 	// OnError is called for every node visit that failed and for a session
 	// that ends in failure.
 	OnError func(Event)
+	// OnEvent is called for every event.
+	OnEvent func(Event)
 	// OnFinish is called once with the final report.
 	OnFinish func(*Report)
 }

@@ -205,6 +205,9 @@ func (e *Execution) Graph() *graph.Graph { return e.g }
 func (e *Execution) observe(pe *pb.Event) {
 	ev := eventOf(pe)
 	h := e.cfg.hooks
+	if h.OnEvent != nil {
+		h.OnEvent(ev)
+	}
 	switch ev.Kind {
 	case "session.started", "session.resumed":
 		if h.OnStart != nil {
