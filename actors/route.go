@@ -115,6 +115,24 @@ func (a *nodeActor) finish(m *runDone) {
 		return
 	}
 	crash.Point("after-commit")
+	// The node's events go before its outputs, so whatever the outputs
+	// cause downstream is reported after them (and a session's last node
+	// cannot complete the session before an earlier node's events).
+	a.s.Emit(ev)
+	if o.Status == nodes.StatusFail {
+		a.s.Emit(&pb.Event{Kind: "node.failed", Node: a.node.ID, Status: string(o.Status),
+			Attempts: uint32(j.attempts), Message: o.FailureReason})
+	}
+	for _, h := range hops {
+		e := &pb.Event{Kind: "edge.selected", Node: a.node.ID, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
+		if h.edge != nil {
+			e.EdgeId = edges.EdgeID(h.edge)
+			e.Message = h.edge.Label()
+		} else {
+			e.Kind = "node.jump"
+		}
+		a.s.Emit(e)
+	}
 	for i, h := range hops {
 		if i > 0 {
 			crash.Point("between-publish")
@@ -138,21 +156,6 @@ func (a *nodeActor) finish(m *runDone) {
 	if published {
 		a.acknowledge(consumed)
 		crash.Point("after-ack")
-	}
-	a.s.Emit(ev)
-	if o.Status == nodes.StatusFail {
-		a.s.Emit(&pb.Event{Kind: "node.failed", Node: a.node.ID, Status: string(o.Status),
-			Attempts: uint32(j.attempts), Message: o.FailureReason})
-	}
-	for _, h := range hops {
-		e := &pb.Event{Kind: "edge.selected", Node: a.node.ID, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
-		if h.edge != nil {
-			e.EdgeId = edges.EdgeID(h.edge)
-			e.Message = h.edge.Label()
-		} else {
-			e.Kind = "node.jump"
-		}
-		a.s.Emit(e)
 	}
 	if term != nil && a.s.cfg.OnTerminal != nil {
 		a.s.cfg.OnTerminal(a.node.ID, term)

@@ -108,6 +108,8 @@ type journal struct {
 	floors     map[string]uint64  // acknowledgement floor per node
 	lastStatus string             // status of the last committed firing
 	kv         jetstream.KeyValue
+	js         jetstream.JetStream // to write a batch of records at once
+	batch      []pendingRecord     // records a sparse policy has not written yet
 	offline    bool                // rebuilding a state from records
 	at         time.Time           // when the last record was written (durable)
 	sched      *scheduler.Snapshot // the scheduler's counters of the last record
@@ -172,7 +174,7 @@ func (j *journal) add(envs ...*pb.Envelope) error {
 	defer j.mu.Unlock()
 	j.addLocked(envs)
 	if j.kv != nil {
-		return j.appendRecordLocked(nil, envs)
+		return j.appendRecordLocked(nil, envs, false)
 	}
 	return j.saveLocked()
 }
@@ -191,13 +193,13 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.apply(c)
-	if j.kv != nil {
-		return j.appendRecordLocked(c, nil)
-	}
 	if c.Status != "" {
 		j.unsaved++
 	}
 	final := j.status != "running"
+	if j.kv != nil {
+		return j.appendRecordLocked(c, nil, !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final))
+	}
 	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
 		return nil
 	}
@@ -215,6 +217,17 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 		j.onSaved(j.seq, c.Node)
 	}
 	return nil
+}
+
+// flush writes the records a sparse policy holds (a session stopping
+// gracefully loses nothing).
+func (j *journal) flush() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.kv == nil {
+		return nil
+	}
+	return j.flushLocked()
 }
 
 // keepContext reports whether the journal keeps the run context (it is

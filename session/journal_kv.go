@@ -39,9 +39,20 @@ const (
 
 func recordKey(seq uint64) string { return fmt.Sprintf("journal.%012d", seq) }
 
-// appendRecordLocked writes the record of a commit (or of envelopes added
-// outside a firing) after it was applied, and a snapshot when one is due.
-func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) error {
+// pendingRecord is a record a sparse checkpoint policy holds back.
+type pendingRecord struct {
+	seq  uint64
+	node string
+	data []byte
+}
+
+// appendRecordLocked records a commit (or envelopes added outside a
+// firing) after it was applied. With hold (a sparse policy, not due) the
+// record is kept in memory; otherwise it is written with every record held
+// before it — published together, acknowledged together — and a snapshot
+// when one is due. The journal stays complete (history, forks); a crash
+// loses only the records held, whose firings run again on resume.
+func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hold bool) error {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
 	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.at), Added: added}
@@ -62,23 +73,74 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope) err
 	if err != nil {
 		return err
 	}
+	j.seq = seq
+	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, data: data})
+	if hold {
+		return nil
+	}
+	return j.flushLocked()
+}
+
+// flushLocked writes the records held, then a snapshot when one is due.
+func (j *journal) flushLocked() error {
+	batch := j.batch
+	if len(batch) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), broker.RideThrough+time.Minute)
 	defer cancel()
-	if err := putKV(ctx, j.kv, recordKey(seq), data); err != nil {
+	if err := j.writeRecords(ctx, batch); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
-	j.seq = seq
+	j.batch = j.batch[:0]
+	j.unsaved, j.lastWrite = 0, j.clk.Now()
 	crash.Point("after-record")
-	if seq%snapshotEvery == 0 || j.status != "running" {
+	last := batch[len(batch)-1]
+	if last.seq/snapshotEvery != (batch[0].seq-1)/snapshotEvery || j.status != "running" {
 		crash.Point("before-snapshot")
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
 		}
 	}
-	if j.onSaved != nil && c != nil {
-		j.onSaved(seq, c.Node)
+	if j.onSaved != nil && last.node != "" {
+		j.onSaved(last.seq, last.node)
 	}
 	return nil
+}
+
+// writeRecords writes records in order: one acknowledged write, or a
+// batch published at once and acknowledged together (the stream keeps
+// their order).
+func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error {
+	if len(batch) == 1 || j.js == nil {
+		for _, r := range batch {
+			if err := putKV(ctx, j.kv, recordKey(r.seq), r.data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	subject := "$KV." + j.kv.Bucket() + "."
+	return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		futures := make([]jetstream.PubAckFuture, 0, len(batch))
+		for _, r := range batch {
+			f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data)
+			if err != nil {
+				return err
+			}
+			futures = append(futures, f)
+		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
 }
 
 // writeSnapshotLocked writes the whole state (and mirrors it to

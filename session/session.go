@@ -360,7 +360,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
-		s.jr.kv = kv
+		s.jr.kv, s.jr.js = kv, js
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}
@@ -473,6 +473,9 @@ func (s *Session) Stop() {
 				s.sys.Emit(&pb.Event{Kind: "session.stopped", Message: "stopped before completing"})
 			}
 			s.sys.Stop()
+			if err := s.jr.flush(); err != nil {
+				s.cfg.Logger.Warn("session: writing the last checkpoint records", "session", s.id, "err", err)
+			}
 		}
 		_ = s.cfg.Broker.Conn().Flush()
 		s.closeEvents()
