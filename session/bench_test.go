@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -116,4 +117,55 @@ func benchPipeline(b *testing.B, durable bool) {
 		b.Fatalf("run: %v %+v", err, rep)
 	}
 	_ = broker.StreamName
+}
+
+// BenchmarkRawJetStreamHop is the floor of a durable hop: a durable
+// consumer with explicit acknowledgement receives the envelope from a
+// file-backed stream, decodes and re-encodes it, publishes it on through
+// JetStream (waiting for the server's acknowledgement) and acknowledges
+// the one it consumed — what a durable hop cannot do without.
+func BenchmarkRawJetStreamHop(b *testing.B) {
+	br := brokertest.Start(b)
+	js := br.JetStream()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "BENCH", Subjects: []string{"bench.js"}, Storage: jetstream.FileStorage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "hop", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, _ := proto.Marshal(benchEnvelope())
+	b.SetBytes(int64(len(data)))
+	done := make(chan struct{})
+	var n atomic.Int64
+	target := int64(b.N)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		env := &pb.Envelope{}
+		if err := proto.Unmarshal(m.Data(), env); err != nil {
+			panic(err)
+		}
+		env.Iteration++
+		out, _ := proto.Marshal(env)
+		if n.Add(1) == target {
+			_ = m.Ack()
+			close(done)
+			return
+		}
+		if _, err := js.Publish(ctx, "bench.js", out); err != nil {
+			panic(err)
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Stop()
+	b.ResetTimer()
+	if _, err := js.Publish(ctx, "bench.js", data); err != nil {
+		b.Fatal(err)
+	}
+	<-done
 }
