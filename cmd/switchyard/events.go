@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
@@ -46,12 +47,33 @@ func eventJSON(ev *pb.Event) map[string]any {
 	return m
 }
 
-// jsonRenderer prints one JSON object per event.
-type jsonRenderer struct{ enc *json.Encoder }
+// jsonRenderer prints one JSON object per event. session.completed carries
+// the session's total usage (the sum of its node.completed usages seen),
+// when there was any.
+type jsonRenderer struct {
+	enc   *json.Encoder
+	usage map[string]agent.Usage // by session
+}
 
-func newJSONRenderer(w io.Writer) *jsonRenderer { return &jsonRenderer{enc: json.NewEncoder(w)} }
+func newJSONRenderer(w io.Writer) *jsonRenderer {
+	return &jsonRenderer{enc: json.NewEncoder(w), usage: map[string]agent.Usage{}}
+}
 
-func (r *jsonRenderer) render(ev *pb.Event) { _ = r.enc.Encode(eventJSON(ev)) }
+func (r *jsonRenderer) render(ev *pb.Event) {
+	m := eventJSON(ev)
+	switch ev.GetKind() {
+	case "node.completed":
+		if u := ev.GetUsage(); u != nil {
+			r.usage[ev.GetSessionId()] = r.usage[ev.GetSessionId()].Add(agent.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost})
+		}
+	case "session.completed":
+		if t, ok := r.usage[ev.GetSessionId()]; ok && m["usage"] == nil {
+			m["usage"] = map[string]any{"input_tokens": t.InputTokens, "output_tokens": t.OutputTokens, "cost": t.Cost}
+		}
+		delete(r.usage, ev.GetSessionId())
+	}
+	_ = r.enc.Encode(m)
+}
 
 // textRenderer prints one line per node visit and the notable events, for
 // people.

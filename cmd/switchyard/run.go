@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,8 @@ func init() { subcommands = append(subcommands, newRunCmd) }
 type runFlags struct {
 	logs     string
 	mock     string
+	roles    string
+	prices   string
 	answers  []string
 	provider string
 	nats     string
@@ -76,6 +79,8 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
+	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
+	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
 	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
 	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
@@ -104,7 +109,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	if err != nil {
 		return usageErr(err)
 	}
-	providers, err := newProviders(f.provider, f.mock)
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
 	if err != nil {
 		return usageErr(err)
 	}
@@ -246,59 +251,148 @@ func isTerminal(r io.Reader) bool {
 
 // providers resolves agent providers by name for the handlers.
 type providerSet struct {
-	mock *agent.Mock
-	reg  *agent.Registry
+	mock  *agent.Mock
+	reg   *agent.Registry
+	roles map[string]agent.Role
 }
 
-func newProviders(def, mockFile string) (*providerSet, error) {
+// providerFiles are the files that configure the providers: the mock's
+// script, a directory of roles, a price table ("" = none).
+type providerFiles struct{ mock, roles, prices string }
+
+// newProviders registers the mock and the CLI providers (claude, codex,
+// gemini, command), configured with the roles and prices given.
+func newProviders(files providerFiles) (*providerSet, error) {
 	var m *agent.Mock
-	if mockFile != "" {
+	if files.mock != "" {
 		var err error
-		if m, err = agent.LoadMockFile(mockFile); err != nil {
+		if m, err = agent.LoadMockFile(files.mock); err != nil {
 			return nil, err
 		}
 	} else {
 		m = agent.NewMock(nil)
 	}
+	roles := agent.BuiltinRoles()
+	if files.roles != "" {
+		var err error
+		if roles, err = agent.LoadRoles(files.roles); err != nil {
+			return nil, err
+		}
+	}
+	prices := agent.DefaultPrices()
+	if files.prices != "" {
+		var err error
+		if prices, err = agent.LoadPrices(files.prices); err != nil {
+			return nil, err
+		}
+	}
 	reg := agent.NewRegistry()
 	reg.Register("mock", m)
-	return &providerSet{mock: m, reg: reg}, nil
+	agent.RegisterCLI(reg, agent.CLIOptions{Roles: roles, Prices: prices})
+	return &providerSet{mock: m, reg: reg, roles: roles}, nil
 }
 
 func (p *providerSet) lookup(name string) (agent.Provider, error) { return p.reg.Lookup(name) }
 
+// nodeChecker is implemented by providers whose readiness depends on the
+// node (the command provider checks the node's agent_command).
+type nodeChecker interface {
+	CheckNode(ctx context.Context, attrs map[string]string) error
+}
+
+// agentProvider is the provider an agent node runs with (the codergen
+// handler's order: llm_provider, the model's provider, the default); ok is
+// false for nodes that run no agent.
+func agentProvider(g *graph.Graph, n *graph.Node, def string) (name string, ok bool) {
+	switch g.HandlerType(n) {
+	case graph.TypeCodergen:
+	case graph.TypeConditional:
+		if n.Attrs.String("prompt") == "" {
+			return "", false
+		}
+	default:
+		return "", false
+	}
+	name = n.Attrs.String("llm_provider")
+	if name == "" {
+		name = agent.InferProvider(n.Attrs.String("llm_model"))
+	}
+	if name == "" {
+		name = def
+	}
+	if name == "" {
+		name = "mock"
+	}
+	return name, true
+}
+
+// problems lists, before anything runs, what would stop the graph's agents
+// from running: an unknown provider, a missing CLI executable (once per
+// provider, at the first node that uses it), a node's missing
+// agent_command, a role no provider knows.
+func (p *providerSet) problems(ctx context.Context, g *graph.Graph, def string) []graph.Diagnostic {
+	var out []graph.Diagnostic
+	add := func(n *graph.Node, msg string) {
+		out = append(out, graph.Diagnostic{Pos: n.Pos, Severity: graph.SeverityError, Rule: "provider_ready", Message: msg, NodeID: n.ID})
+	}
+	seen := map[string]bool{}
+	for _, n := range g.Nodes {
+		name, ok := agentProvider(g, n, def)
+		if !ok {
+			continue
+		}
+		first := !seen[name]
+		seen[name] = true
+		pr, err := p.reg.Lookup(name)
+		if err != nil {
+			if first {
+				add(n, err.Error())
+			}
+			continue
+		}
+		if nc, ok := pr.(nodeChecker); ok {
+			attrs := map[string]string{}
+			for _, k := range n.Attrs.Keys() {
+				attrs[k] = n.Attrs.String(k)
+			}
+			if err := nc.CheckNode(ctx, attrs); err != nil {
+				add(n, fmt.Sprintf("node %s: provider %s: %v", n.ID, name, err))
+			}
+		} else if c, ok := pr.(agent.Checker); ok && first {
+			if err := c.Check(ctx); err != nil {
+				add(n, fmt.Sprintf("provider %s: %v", name, err))
+			}
+		}
+		if role := n.Attrs.String("role"); role != "" && pr != agent.Provider(p.mock) {
+			if _, ok := p.roles[role]; !ok {
+				add(n, fmt.Sprintf("node %s: unknown role %q (known: %s; add one with --roles DIR)", n.ID, role, roleList(p.roles)))
+			}
+		}
+	}
+	return out
+}
+
 // check verifies, before anything runs, that every provider the graph will
 // use can run (a missing CLI is reported now, not mid-run).
 func (p *providerSet) check(ctx context.Context, g *graph.Graph, def string) error {
-	names := map[string]bool{}
-	for _, n := range g.Nodes {
-		switch g.HandlerType(n) {
-		case graph.TypeCodergen, graph.TypeConditional:
-			if g.HandlerType(n) == graph.TypeConditional && n.Attrs.String("prompt") == "" {
-				continue
-			}
-			name := n.Attrs.String("llm_provider")
-			if name == "" {
-				name = agent.InferProvider(n.Attrs.String("llm_model"))
-			}
-			if name == "" {
-				name = def
-			}
-			names[name] = true
-		}
+	ds := p.problems(ctx, g, def)
+	if len(ds) == 0 {
+		return nil
 	}
-	for name := range names {
-		pr, err := p.reg.Lookup(name)
-		if err != nil {
-			return err
-		}
-		if c, ok := pr.(agent.Checker); ok {
-			if err := c.Check(ctx); err != nil {
-				return fmt.Errorf("provider %s: %w", name, err)
-			}
-		}
+	msgs := make([]string, len(ds))
+	for i, d := range ds {
+		msgs[i] = d.Message
 	}
-	return nil
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+func roleList(roles map[string]agent.Role) string {
+	names := make([]string, 0, len(roles))
+	for n := range roles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 func builtinTypes() []string {

@@ -44,6 +44,7 @@ type serveFlags struct {
 	listen, token, adminToken        string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
+	roles, prices                    string
 	json                             bool
 	durable, resume                  bool
 	retain                           time.Duration
@@ -86,6 +87,8 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
+	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
+	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of the store that were running")
@@ -101,7 +104,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	providers, err := newProviders(f.provider, f.mock)
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
 	if err != nil {
 		return usageErr(err)
 	}
@@ -119,6 +122,11 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	}
 	if failed {
 		return &exitError{code: 2}
+	}
+	for _, g := range graphs {
+		if err := providers.check(ctx, g, f.provider); err != nil {
+			return usageErr(err)
+		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,13 +15,19 @@ func init() { subcommands = append(subcommands, newValidateCmd) }
 
 func newValidateCmd() *cobra.Command {
 	var asJSON, asSession bool
+	var pc providerCheck
 	cmd := &cobra.Command{
 		Use:   "validate FILE.dot...",
 		Short: "Check DOT files and print their diagnostics",
 		Long: `Validate parses each file, applies its transforms and runs every lint rule.
 Diagnostics print as FILE:LINE:COL: error|warning: RULE: message. Exit status: 0 when
 no file has an error (warnings are allowed), 1 when any file has an error, 2 for usage
-errors.`,
+errors.
+
+With --providers, it also checks that every agent the graph runs can run, as run does
+before it starts: the provider exists, its CLI executable is found (SWITCHYARD_<NAME>_BIN
+or PATH), a command node's agent_command is found, the node's role is known. A problem
+is an error diagnostic (rule provider_ready) at the node.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageErr(fmt.Errorf("validate needs at least one DOT file"))
@@ -28,12 +35,33 @@ errors.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validateFiles(args, asJSON, asSession, cmd.OutOrStdout())
+			var check func(*graph.Graph) []graph.Diagnostic
+			if pc.enabled {
+				providers, err := newProviders(providerFiles{roles: pc.roles})
+				if err != nil {
+					return usageErr(err)
+				}
+				ctx := cmd.Context()
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				check = func(g *graph.Graph) []graph.Diagnostic { return providers.problems(ctx, g, pc.provider) }
+			}
+			return validateFiles(args, asJSON, asSession, check, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as JSON")
 	cmd.Flags().BoolVar(&asSession, "session", false, "validate as a reactive session (no start or exit node needed)")
+	cmd.Flags().BoolVar(&pc.enabled, "providers", false, "also check that the agent providers the graph uses can run")
+	cmd.Flags().StringVar(&pc.provider, "provider", "mock", "with --providers: the default agent provider, as for run")
+	cmd.Flags().StringVar(&pc.roles, "roles", "", "with --providers: directory of agent roles, as for run")
 	return cmd
+}
+
+// providerCheck is what validate --providers checks with.
+type providerCheck struct {
+	enabled         bool
+	provider, roles string
 }
 
 // jsonDiagnostic is a diagnostic as `validate --json` prints it.
@@ -44,7 +72,9 @@ type jsonDiagnostic struct {
 	graph.Diagnostic
 }
 
-func validateFiles(files []string, asJSON, asSession bool, out io.Writer) error {
+// validateFiles prints the diagnostics of each file; check (nil = none)
+// adds more for a graph that loaded without errors.
+func validateFiles(files []string, asJSON, asSession bool, check func(*graph.Graph) []graph.Diagnostic, out io.Writer) error {
 	failed := false
 	all := []jsonDiagnostic{}
 	opts := []graph.LoadOption{graph.WithKnownTypes(builtinTypes()...)}
@@ -52,7 +82,10 @@ func validateFiles(files []string, asJSON, asSession bool, out io.Writer) error 
 		opts = append(opts, graph.AsSession())
 	}
 	for _, f := range files {
-		_, diags := graph.LoadFile(f, opts...)
+		g, diags := graph.LoadFile(f, opts...)
+		if g != nil && !diags.HasErrors() && check != nil {
+			diags = append(diags, check(g)...)
+		}
 		if diags.HasErrors() {
 			failed = true
 		}
