@@ -58,6 +58,8 @@ type nodeActor struct {
 	node *graph.Node
 	typ  string
 	h    nodes.Handler
+	// tickPending: the node sent itself a tick not yet fired (auto mode).
+	tickPending bool
 
 	buffers  map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
 	order    []string                              // buffer keys in a fixed order
@@ -511,6 +513,7 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 	}
 	j.ctx["current_node"] = a.node.ID
 	j.changed = append(j.changed, "current_node")
+	a.s.threads.fill(j.ctx, &j.changed)
 	msgs := make([]nodes.Message, len(batch))
 	for i, env := range batch {
 		msgs[i] = toMessage(env)

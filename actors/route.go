@@ -58,6 +58,12 @@ func (a *nodeActor) finish(m *runDone) {
 	}
 	ctx := job.ctx
 	bs := job.branches
+	for _, e := range job.batch {
+		if e.GetKind() == KindTick && e.GetFromNode() == a.node.ID {
+			a.tickPending = false
+		}
+	}
+	a.s.threads.learn(o.ContextUpdates)
 
 	a.s.editMu.RLock() // no live edit swaps the graph between routing and publishing
 	defer a.s.editMu.RUnlock()
@@ -204,6 +210,9 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 	if a.typ == graph.TypeExit {
 		return a.exitRoute(j, o, ctx, bs)
 	}
+	if o.Continue != "" && o.Status != nodes.StatusFail {
+		return a.continueRoute(j, o, ctx, bs), nil
+	}
 	if g.Kind() == "session" || a.typ == graph.TypeParallel {
 		sel := edges.Broadcast(g, a.node.ID, env, ctx)
 		if len(sel) == 0 {
@@ -256,6 +265,19 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 		return a.endOfPath(j, o, ctx, bs)
 	}
 	return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+}
+
+// continueRoute keeps a node that is not done working: a tick to itself
+// (one at a time), or nothing (it waits for its next input).
+func (a *nodeActor) continueRoute(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) []hop {
+	if o.Continue != nodes.ContinueTick || a.tickPending {
+		return nil
+	}
+	a.tickPending = true
+	h := a.jump(j, a.node.ID, o, ctx, bs)
+	h.env.Kind = KindTick
+	h.env.Id = envelopeID(a.s.cfg.SessionID, a.node.ID, j.firing, "tick")
+	return []hop{h}
 }
 
 // endOfPath handles a node with no usable outgoing edge.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ type Config struct {
 	Conn      *nats.Conn
 	// Middleware wraps every node's handler, the first outermost.
 	Middleware []nodes.Middleware
+	// Threads seeds the session's agent threads (nodes.ThreadKeyPrefix
+	// keys), e.g. from the checkpoint resumed from.
+	Threads map[string]string
 	// JetStream, when set, makes every envelope publication a JetStream
 	// publish acknowledged by the server (durable), with the envelope id as
 	// the de-duplication id. Nil publishes on core NATS.
@@ -94,13 +98,14 @@ type Config struct {
 // System owns the actor system, the node actors, their NATS subscriptions
 // and every handler goroutine.
 type System struct {
-	cfg    Config
-	as     *actor.ActorSystem
-	root   *actor.RootContext
-	log    *slog.Logger
-	clk    clock.Clock
-	ctx    context.Context // cancelled by Stop: handlers see it
-	cancel context.CancelFunc
+	cfg     Config
+	threads threadTable
+	as      *actor.ActorSystem
+	root    *actor.RootContext
+	log     *slog.Logger
+	clk     clock.Clock
+	ctx     context.Context // cancelled by Stop: handlers see it
+	cancel  context.CancelFunc
 
 	mu      sync.Mutex
 	pids    map[string]*actor.PID
@@ -160,7 +165,7 @@ func New(cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, as: as, root: as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
-		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
+		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{}, threads: threadTable{m: maps.Clone(cfg.Threads)},
 	}
 	s.topo.Store(&topology{g: cfg.Graph, joins: joinNodes(cfg.Graph)})
 	s.version.Store(1)

@@ -65,11 +65,35 @@ type Outcome struct {
 	// Retryable marks a failure caused by a transient error (rate limit,
 	// network, 5xx); such failures are retried up to max_retries.
 	Retryable bool
+	// Continue keeps the node working instead of routing its outcome:
+	// ContinueTick fires it again with a tick (auto mode), ContinueWait
+	// waits for its next input (an interactive conversation). The outcome's
+	// context updates are kept; nothing goes downstream until an outcome
+	// without Continue.
+	Continue Continuation
 	// Metadata is what the node adds to the metadata every later node sees:
 	// the runtime merges it over Input.Metadata (these keys win) into every
 	// envelope the node sends.
 	Metadata map[string]string
 }
+
+// Continuation says how a node that is not done goes on.
+type Continuation string
+
+// Continuations.
+const (
+	// ContinueTick fires the node again with a tick envelope (kind tick)
+	// as soon as the scheduler admits it.
+	ContinueTick Continuation = "tick"
+	// ContinueWait leaves the node waiting for its next input.
+	ContinueWait Continuation = "wait"
+)
+
+// ThreadKeyPrefix starts the context keys under which handlers keep agent
+// threads (internal.thread.<name> = the CLI's session id). A node remembers
+// the ones it set and finds them in the context of its later firings,
+// whatever envelope fires it.
+const ThreadKeyPrefix = "internal.thread."
 
 // Message is one envelope that fired the node, as a handler sees it.
 type Message struct {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -333,6 +334,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	s.registry = reg
 	acfg := actors.Config{
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr, Middleware: cfg.Middleware,
+		Threads:    threadsOf(cp),
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
 		OnStall: func(reason string) { s.complete("fail", reason) },
@@ -519,6 +521,20 @@ func (s *Session) writeManifest() error {
 
 // initialContext mirrors the graph's attributes as graph.* keys (the spec's
 // graph.goal among them) and adds the caller's keys.
+// threadsOf are the agent threads a checkpoint's context holds.
+func threadsOf(cp *Checkpoint) map[string]string {
+	if cp == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range cp.Context {
+		if strings.HasPrefix(k, nodes.ThreadKeyPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func initialContext(cfg Config) map[string]string {
 	ctx := map[string]string{}
 	for _, k := range cfg.Graph.Attrs.Keys() {
