@@ -107,6 +107,9 @@ func (a *nodeActor) finish(m *runDone) {
 	if o.Status == nodes.StatusFail || o.FailureReason != "" {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
 	}
+	if o.Continue != "" && o.Status != nodes.StatusFail {
+		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "continue", Value: string(o.Continue)})
+	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
 	published := true // every output is out: the input may be acknowledged
 	crash.Point("before-commit")

@@ -170,13 +170,9 @@ func (n *Node) Join() string { return n.Attrs.String("join") }
 // JoinTimeout is the node's join_timeout, if set.
 func (n *Node) JoinTimeout() (time.Duration, bool) { return n.Attrs.Duration("join_timeout") }
 
-// Mode is the node's mode: "interactive" or "auto" (the default).
-func (n *Node) Mode() string {
-	if s := n.Attrs.String("mode"); s != "" {
-		return s
-	}
-	return "auto"
-}
+// Mode is an agent node's mode: "interactive" (a conversation), "auto"
+// (ticks until done), or "" (one run per firing, the default).
+func (n *Node) Mode() string { return n.Attrs.String("mode") }
 
 // Role is the node's role ("" when unset).
 func (n *Node) Role() string { return n.Attrs.String("role") }

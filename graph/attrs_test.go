@@ -68,7 +68,7 @@ func TestAccessorDefaults(t *testing.T) {
 		{"node schedule", func(g *graph.Graph) any { return g.Node("a").Schedule() }, "", "@every 1m"},
 		{"node join", func(g *graph.Graph) any { return g.Node("a").Join() }, "", "any"},
 		{"node join_timeout", func(g *graph.Graph) any { return dur(g.Node("a").JoinTimeout()) }, "unset", 30 * time.Second},
-		{"node mode", func(g *graph.Graph) any { return g.Node("a").Mode() }, "auto", "interactive"},
+		{"node mode", func(g *graph.Graph) any { return g.Node("a").Mode() }, "", "interactive"},
 		{"node role", func(g *graph.Graph) any { return g.Node("a").Role() }, "", "reviewer"},
 		{"node locks", func(g *graph.Graph) any { return g.Node("a").Locks() }, []string(nil), []string{"src/", "docs/api.md"}},
 		{"node max_visits", func(g *graph.Graph) any { return g.Node("a").MaxVisits(g) }, 100, 4},

@@ -152,7 +152,7 @@ var attrTable = []AttrSpec{
 	AttrSpec{Key: "budget_cost", Scopes: scopeGSN, Type: AttrFloat, Doc: "cost the handlers reported"}.atLeast(0),
 	attr("stall_after", scopeGN, AttrInteger, "3", "stop a node repeating itself this many times (0: never)").atLeast(0),
 	attr("locks", scopeNode, AttrString, "", "advisory file locks, comma-separated paths"),
-	enum("mode", scopeNode, "auto", "interactive asks a person; auto runs alone", "interactive", "auto"),
+	enum("mode", scopeNode, "", "agent nodes: interactive holds a conversation (switchyard chat); auto keeps working on ticks until DONE; unset runs once per firing", "interactive", "auto"),
 	attr("role", scopeNode, AttrString, "", "the agent's role"),
 	attr("input_key", scopeNode, AttrString, "", "Go agent and tool nodes: the state key they read their input from (default: _previous, else the session input)"),
 
