@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard/switchyard/clock"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -117,7 +118,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: j.node.ID, Status: string(o.Status),
 				Attempts: uint32(attempt), Message: o.FailureReason,
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})
-			if !a.wait(ctx, delay) {
+			if !clock.Sleep(ctx, a.s.clk, delay) {
 				return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
 			}
 			continue
@@ -134,21 +135,6 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 			}
 		}
 		return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
-	}
-}
-
-// wait sleeps on the session clock for d, or until ctx ends.
-func (a *nodeActor) wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := a.s.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -213,4 +214,19 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	}
 	f.notifyLocked()
 	return was
+}
+
+// Sleep waits d on c, or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

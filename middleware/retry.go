@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"github.com/switchyard/switchyard/clock"
 	"time"
 
 	"github.com/switchyard/switchyard/nodes"
@@ -34,7 +35,7 @@ func Retry(attempts int, backoff func(n int) time.Duration, opts ...Option) node
 					in.Emit("node.retrying", map[string]any{"message": reason(o, err), "by": "middleware", "run": n})
 				}
 				if backoff != nil {
-					if !sleep(ctx, cfg, backoff(n)) {
+					if !clock.Sleep(ctx, cfg.clk, backoff(n)) {
 						return o, err
 					}
 				}
@@ -64,19 +65,4 @@ func joinNotes(a, b string) string {
 		return b
 	}
 	return a + "; " + b
-}
-
-// sleep waits d on the clock; false when ctx ended first.
-func sleep(ctx context.Context, cfg config, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := cfg.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
