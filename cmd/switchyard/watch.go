@@ -64,6 +64,7 @@ type watchView struct {
 type nodeView struct {
 	state, detail string
 	runs          int
+	usage         pb.Usage
 }
 
 func (v *watchView) node(id string) *nodeView {
@@ -88,9 +89,11 @@ func (v *watchView) apply(ev *pb.Event) {
 			n.state, n.detail = ev.Status, firstLine(ev.Message)
 			n.runs++
 			if u := ev.Usage; u != nil {
-				v.usage.InputTokens += u.InputTokens
-				v.usage.OutputTokens += u.OutputTokens
-				v.usage.Cost += u.Cost
+				for _, t := range []*pb.Usage{&v.usage, &n.usage} {
+					t.InputTokens += u.InputTokens
+					t.OutputTokens += u.OutputTokens
+					t.Cost += u.Cost
+				}
 			}
 		case "gate.waiting", "lock.waiting", "node.waiting", "human.question":
 			n.state, n.detail = "waiting", ev.Message
@@ -150,10 +153,14 @@ func (v *watchView) render(w io.Writer) {
 		}
 	}
 	sort.Strings(ids)
-	fmt.Fprintf(&b, "%-24s %-16s %5s  %s\n", "NODE", "STATE", "RUNS", "DETAIL")
+	fmt.Fprintf(&b, "%-24s %-16s %5s  %-28s  %s\n", "NODE", "STATE", "RUNS", "USAGE", "DETAIL")
 	for _, id := range ids {
 		n := v.nodes[id]
-		fmt.Fprintf(&b, "%-24s %-16s %5d  %s\n", id, n.state, n.runs, n.detail)
+		usage := ""
+		if u := &n.usage; u.InputTokens+u.OutputTokens > 0 || u.Cost > 0 {
+			usage = fmt.Sprintf("%d/%d tok $%.4f", u.InputTokens, u.OutputTokens, u.Cost)
+		}
+		fmt.Fprintf(&b, "%-24s %-16s %5d  %-28s  %s\n", id, n.state, n.runs, usage, n.detail)
 	}
 	fmt.Fprintf(&b, "\nin flight: %d\n", inFlight)
 	for node, msg := range v.budgets {
