@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/switchyard/switchyard/nodes/agent"
 )
@@ -59,16 +57,7 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	if prompt == "" {
 		prompt = in.Node.Label()
 	}
-	name := in.Node.LLMProvider()
-	if name == "" {
-		name = agent.InferProvider(in.Node.LLMModel())
-	}
-	if name == "" {
-		name = r.deps.DefaultProvider
-	}
-	if name == "" {
-		name = "mock"
-	}
+	name := r.providerName(in)
 	if r.deps.Providers == nil {
 		return nil, &Outcome{Status: StatusFail, FailureReason: "no agent providers configured"}, nil
 	}
@@ -76,7 +65,14 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	if err != nil {
 		return nil, &Outcome{Status: StatusFail, FailureReason: err.Error()}, nil
 	}
-	full := buildPrompt(in, prompt)
+	// Fidelity full continues the thread's CLI session when there is one
+	// (its id is in the context, so it survives checkpoints and processes).
+	fidelity := resolveFidelity(in)
+	var resume string
+	if fidelity == FidelityFull {
+		resume = threadSession(in, resumeThread(in), name)
+	}
+	full := buildPrompt(in, prompt, fidelity, resume != "")
 	if err := writeStage(in.StageDir, "prompt.md", full); err != nil {
 		return nil, nil, fmt.Errorf("write prompt.md: %w", err)
 	}
@@ -93,7 +89,7 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 		Provider: name, Model: in.Node.LLMModel(),
 		ReasoningEffort: in.Node.Attrs.String("reasoning_effort"),
 		WorkDir:         in.WorkDir, StageDir: in.StageDir,
-		ThreadID: in.Node.ThreadID(), Fidelity: in.Node.Fidelity(in.Graph),
+		ThreadID: threadName(in), ResumeSession: resume, Fidelity: fidelity,
 		Role: in.Node.Role(), AttemptID: in.AttemptID, Attrs: attrs,
 	}
 	res, err := p.Run(ctx, req, func(ev agent.Event) {
@@ -118,6 +114,22 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	return res, nil, nil
 }
 
+// providerName is the provider the node's agent runs with: llm_provider,
+// else the one its model implies, else the default, else mock.
+func (r *agentRunner) providerName(in *Input) string {
+	name := in.Node.LLMProvider()
+	if name == "" {
+		name = agent.InferProvider(in.Node.LLMModel())
+	}
+	if name == "" {
+		name = r.deps.DefaultProvider
+	}
+	if name == "" {
+		name = "mock"
+	}
+	return name
+}
+
 // finish applies status.json (if the agent wrote one), records the
 // response and writes the final status.json.
 func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome, error) {
@@ -137,45 +149,17 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 	}
 	o.ContextUpdates["last_stage"] = in.Node.ID
 	o.ContextUpdates["last_response"] = truncate(res.Text, 200)
+	if res.SessionID != "" {
+		// The thread's session, for the next full-fidelity run on it.
+		for _, t := range recordThreads(in) {
+			o.ContextUpdates[threadKey(t)] = res.SessionID
+			o.ContextUpdates[threadKey(t)+".provider"] = r.providerName(in)
+		}
+	}
 	if err := WriteStatusFile(in.StageDir, o); err != nil {
 		return nil, fmt.Errorf("write status.json: %w", err)
 	}
 	return o, nil
-}
-
-// buildPrompt prefixes the node's prompt with the goal and a compact view of
-// the run context (fidelity "compact", the spec's default).
-func buildPrompt(in *Input, prompt string) string {
-	var b strings.Builder
-	goal := in.Context["graph.goal"]
-	if goal == "" && in.Graph != nil {
-		goal = in.Graph.Goal()
-	}
-	if goal != "" {
-		fmt.Fprintf(&b, "Goal: %s\n\n", goal)
-	}
-	var keys []string
-	for k := range in.Context {
-		if strings.HasPrefix(k, "graph.") || strings.HasPrefix(k, "internal.") || k == "current_node" {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	if len(keys) > 0 {
-		b.WriteString("Context from earlier steps:\n")
-		for _, k := range keys {
-			fmt.Fprintf(&b, "- %s: %s\n", k, truncate(in.Context[k], 200))
-		}
-		b.WriteString("\n")
-	}
-	for _, m := range in.Messages {
-		if m.Text != "" && (m.From == "" || m.Kind != "handoff") {
-			fmt.Fprintf(&b, "Input (%s): %s\n\n", m.Kind, m.Text)
-		}
-	}
-	b.WriteString(prompt)
-	return b.String()
 }
 
 func truncate(s string, n int) string {

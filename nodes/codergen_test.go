@@ -75,8 +75,8 @@ func TestCodergenRequest(t *testing.T) {
 			require.NotEmpty(t, req.WorkDir)
 			require.True(t, strings.HasSuffix(req.StageDir, "work"))
 			require.Equal(t, "claude-opus-4", req.Attrs["llm_model"])
-			require.Contains(t, req.Prompt, "- plan: three steps", "a compact summary of the context")
-			require.NotContains(t, req.Prompt, "secret", "internal keys stay out of the prompt")
+			require.Equal(t, "Goal: Ship\n\nBuild Ship", req.Prompt, "truncate: the goal and the node's prompt, no context")
+			require.Empty(t, req.ResumeSession)
 		}},
 		{"labelled", "codex", nil, func(t *testing.T, req *agent.Request, asked []string) {
 			require.Equal(t, []string{"codex"}, asked, "Deps.DefaultProvider")

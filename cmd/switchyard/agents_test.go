@@ -200,3 +200,33 @@ func TestRunPricesFile(t *testing.T) {
 	// 800 fresh input tokens at $2, 200 cached at $1, 300 output at $10 per million.
 	require.Equal(t, map[string]any{"input_tokens": 1000.0, "output_tokens": 300.0, "cost": 0.0048}, last["usage"])
 }
+
+// TestRunThreadResumesClaudeSession: on the real runtime, the second node
+// of a thread with fidelity="full" resumes the Claude Code session the
+// first one started (claude --resume ID), with its own prompt only.
+func TestRunThreadResumesClaudeSession(t *testing.T) {
+	t.Setenv("SWITCHYARD_CLAUDE_BIN", buildFake(t, "claude"))
+	dir := t.TempDir()
+	file := writeFile(t, dir, "t.dot", `digraph t {
+  goal="Greet"
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  first [llm_provider="claude", thread_id="t1", prompt="Say hello"]
+  second [llm_provider="claude", thread_id="t1", fidelity="full", prompt="Go on"]
+  start -> first -> second -> exit
+}
+`)
+	logs := filepath.Join(dir, "logs")
+	code, out, errOut := cli(t, "run", file, "--json", "--logs", logs, "--data", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []string{"start=success", "first=success", "second=success", "exit=success"}, completed(events(t, out)))
+	first, err := os.ReadFile(filepath.Join(logs, "first", "response.md"))
+	require.NoError(t, err)
+	require.Equal(t, "Hello\n\nworld", string(first))
+	second, err := os.ReadFile(filepath.Join(logs, "second", "response.md"))
+	require.NoError(t, err)
+	require.Equal(t, "Hello\n\nworld (resumed c0ffee00-0000-4000-8000-000000000001)", string(second))
+	prompt, err := os.ReadFile(filepath.Join(logs, "second", "prompt.md"))
+	require.NoError(t, err)
+	require.Equal(t, "Go on", string(prompt))
+}
