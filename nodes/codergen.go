@@ -22,12 +22,28 @@ var _ Handler = (*Codergen)(nil)
 // Handle runs the agent. status.json written by the agent in the stage
 // directory sets the outcome; else the agent's explicit status; else its
 // success.
+//
+// In a mode (attribute mode), the node keeps one agent thread over its
+// firings: auto continues on ticks until the agent says DONE (or writes
+// status.json), interactive answers each message until /done or DONE.
 func (h *Codergen) Handle(ctx context.Context, in *Input) (*Outcome, error) {
-	res, o, err := h.agents.run(ctx, in)
+	t := planTurn(ctx, in)
+	if t != nil && t.end {
+		return endConversation(in), nil
+	}
+	res, o, err := h.agents.run(ctx, in, t)
 	if err != nil || o != nil {
 		return o, err
 	}
-	return h.agents.finish(in, res, resultOutcome(res))
+	wroteStatus := false
+	if t != nil {
+		_, wroteStatus, _ = ReadStatusFile(in.StageDir) // before finish writes its own
+	}
+	if o, err = h.agents.finish(in, res, resultOutcome(res)); err != nil || t == nil {
+		return o, err
+	}
+	t.finish(in, res, o, wroteStatus)
+	return o, nil
 }
 
 // resultOutcome is the outcome an agent's result implies, when it wrote no
@@ -52,7 +68,7 @@ func resultOutcome(res *agent.Result) *Outcome {
 
 // run builds the request and calls the provider. A provider error becomes
 // a failed outcome (retryable when the error says so).
-func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outcome, error) {
+func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Result, *Outcome, error) {
 	prompt := in.Prompt
 	if prompt == "" {
 		prompt = in.Node.Label()
@@ -69,10 +85,16 @@ func (r *agentRunner) run(ctx context.Context, in *Input) (*agent.Result, *Outco
 	// (its id is in the context, so it survives checkpoints and processes).
 	fidelity := resolveFidelity(in)
 	var resume string
-	if fidelity == FidelityFull {
+	switch {
+	case t != nil: // a mode: the node's own thread, whatever the fidelity
+		resume = threadSession(in, t.thread, name)
+	case fidelity == FidelityFull:
 		resume = threadSession(in, resumeThread(in), name)
 	}
 	full := buildPrompt(in, prompt, fidelity, resume != "")
+	if t != nil && resume != "" && t.prompt != "" {
+		full = t.prompt // a continuation: the thread has the rest
+	}
 	if err := writeStage(in.StageDir, "prompt.md", full); err != nil {
 		return nil, nil, fmt.Errorf("write prompt.md: %w", err)
 	}

@@ -24,7 +24,7 @@ func (h *Conditional) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 		return &Outcome{Status: st, PreferredLabel: in.Context["preferred_label"],
 			Notes: "passed through the previous outcome"}, nil
 	}
-	res, o, err := h.agents.run(ctx, in)
+	res, o, err := h.agents.run(ctx, in, nil)
 	if err != nil || o != nil {
 		return o, err
 	}

@@ -128,7 +128,7 @@ func (h *FanIn) rank(ctx context.Context, in *Input, results []branchResult, res
 	ask := *in
 	ask.Prompt = in.Prompt + "\n\nThe parallel branches ended with these results (JSON):\n" + resultsJSON +
 		"\n\nAnswer with a line BEST:<branch> naming the best branch."
-	res, failed, err := h.agents.run(ctx, &ask)
+	res, failed, err := h.agents.run(ctx, &ask, nil)
 	switch {
 	case err != nil:
 		return "", usage, "ranking failed: " + err.Error()
