@@ -91,7 +91,17 @@ func (r *textRenderer) render(ev *pb.Event) {
 		if ev.GetStatus() == "fail" && ev.GetMessage() != "" {
 			line += "  " + firstLine(ev.GetMessage())
 		}
+		for _, kv := range ev.GetAttrs() {
+			switch {
+			case kv.Key == "continue" && kv.Value == "tick":
+				line += "  (continues)"
+			case kv.Key == "continue" && kv.Value == "wait":
+				line += "  (waits for the next message: switchyard chat " + ev.GetSessionId() + " " + ev.GetNode() + ")"
+			}
+		}
 		fmt.Fprintln(r.w, line)
+	case "agent.reply":
+		fmt.Fprintf(r.w, "  %-24s says: %s\n", ev.GetNode(), firstLine(ev.GetMessage()))
 	case "node.retrying":
 		fmt.Fprintf(r.w, "  %-24s retrying after attempt %d: %s\n", ev.GetNode(), ev.GetAttempts(), firstLine(ev.GetMessage()))
 	case "human.question":

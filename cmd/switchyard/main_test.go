@@ -62,6 +62,9 @@ func TestExamples(t *testing.T) {
 		{"human.dot", nil, []string{"start=success", "draft=success", "review=fail"}, 1},
 		{"tool.dot", nil, []string{"start=success", "version=success", "count=success", "exit=success"}, 0},
 		{"parallel.dot", nil, nil, 0},
+		// auto mode: code continues on a tick, then again after the verifier's verdict.
+		{"agents.dot", []string{"--mock", "../../examples/agents.mock.json"},
+			[]string{"start=success", "plan=success", "code=success", "code=success", "verify=fail", "code=success", "verify=success", "exit=success"}, 0},
 	} {
 		t.Run(tc.file+strings.Join(tc.args, "_"), func(t *testing.T) {
 			logs := t.TempDir()
