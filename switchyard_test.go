@@ -51,7 +51,8 @@ func TestStateOutputsPreviousAndInputKey(t *testing.T) {
 		Node("shell", map[string]string{"shape": "parallelogram", "tool_command": "printf tool-out"}).
 		Agent("b", b).
 		Agent("c", c, switchyard.InputKey("a")).
-		Chain("a", "shell", "b", "c")
+		Node("review", map[string]string{"prompt": "Review $goal"}). // an agent CLI node (the mock provider here)
+		Chain("a", "shell", "b", "c", "review")
 	rep, err := switchyard.Run(testCtx(t), g, switchyard.Message{Text: "in"}, switchyard.WithWorkDir(t.TempDir()))
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status, rep.Reason)
@@ -65,7 +66,8 @@ func TestStateOutputsPreviousAndInputKey(t *testing.T) {
 	require.Equal(t, "b:tool-out", st.Previous())
 	require.Equal(t, "in", st.Input())
 	require.Equal(t, "success", st.Get("outcome"))
-	require.Equal(t, "c:a:in", rep.Result.Text)
+	require.NotEmpty(t, rep.Node("review").Output, "an agent CLI node's response is its output")
+	require.Equal(t, rep.Node("review").Output, rep.Result.Text)
 	require.Equal(t, "c:a:in", rep.Node("c").Output)
 }
 
