@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/switchyard/switchyard/nodes/agent"
 )
@@ -106,6 +107,10 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 	for _, k := range in.Node.Attrs.Keys() {
 		attrs[k] = in.Node.Attrs.String(k)
 	}
+	if attrs["workflow_mode"] == "" && in.Graph != nil && in.Graph.WorkflowMode() != "" {
+		// The graph's mode applies to every agent (planning: its permissions).
+		attrs["workflow_mode"] = in.Graph.WorkflowMode()
+	}
 	req := &agent.Request{
 		SessionID: in.SessionID, NodeID: in.Node.ID, Prompt: full,
 		Provider: name, Model: in.Node.LLMModel(),
@@ -114,6 +119,9 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 		ThreadID: threadName(in), ResumeSession: resume, Fidelity: fidelity,
 		Role: in.Node.Role(), AttemptID: in.AttemptID, Attrs: attrs,
 	}
+	// workflow_mode="planning": the work tree is compared before and after
+	// the run; changes outside docs/ fail the node and are reverted.
+	guard, guardNote := startPlanningGuard(ctx, in)
 	res, err := p.Run(ctx, req, func(ev agent.Event) {
 		switch {
 		case ev.Kind == "tool_call" && in.Emit != nil:
@@ -122,6 +130,22 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 			in.OnUsage(ev.Usage)
 		}
 	})
+	if guard != nil {
+		if v := guard.finish(ctx); v != nil {
+			o := &Outcome{Status: StatusFail, FailureReason: v.reason()}
+			if err != nil {
+				o.FailureReason += "; the agent also failed: " + err.Error()
+			}
+			if res != nil {
+				o.Usage = res.Usage
+			}
+			if in.Emit != nil {
+				in.Emit("agent.planning_violation", map[string]any{"paths": strings.Join(v.changed, ", ")})
+			}
+			_ = WriteStatusFile(in.StageDir, o)
+			return nil, o, nil
+		}
+	}
 	if err != nil {
 		o := &Outcome{Status: StatusFail, FailureReason: err.Error(), Retryable: errors.Is(err, agent.ErrRetryable)}
 		if res != nil {
@@ -129,6 +153,9 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 		}
 		_ = WriteStatusFile(in.StageDir, o)
 		return nil, o, nil
+	}
+	if guardNote != "" {
+		res.Notes = joinNotes(res.Notes, guardNote)
 	}
 	if err := writeStage(in.StageDir, "response.md", res.Text); err != nil {
 		return nil, nil, fmt.Errorf("write response.md: %w", err)
@@ -182,6 +209,16 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 		return nil, fmt.Errorf("write status.json: %w", err)
 	}
 	return o, nil
+}
+
+func joinNotes(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 func truncate(s string, n int) string {
