@@ -443,12 +443,21 @@ func TestDurableSparseCheckpoints(t *testing.T) {
 	r1 := &run{t: t, broker: b1, reg: reg}
 	cfg := r1.config(r1.load(src))
 	cfg.ID, cfg.Durable, cfg.LogsDir, cfg.Checkpoint = "sparse1", true, "", policy
+	savedB := make(chan struct{})
+	cfg.Observer = func(ev *pb.Event) {
+		r1.observe(ev)
+		if ev.Kind == "checkpoint.saved" && ev.Node == "b" {
+			close(savedB)
+		}
+	}
 	s1, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
-	select {
-	case <-blocked:
-	case <-ctx.Done():
-		t.Fatal("d never started")
+	for _, ch := range []chan struct{}{blocked, savedB} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatal("d never started, or b's batch was never stored")
+		}
 	}
 	// The crash: the server goes first, so the records held (c's) are
 	// never written.
