@@ -191,3 +191,16 @@ func TestResumeFromRunDirectory(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Empty(t, completed(events(t, out)), "nothing runs twice")
 }
+
+func TestRunWorkdir(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	dot := filepath.Join(dir, "w.dot")
+	require.NoError(t, os.WriteFile(dot, []byte(`digraph w { start [shape=Mdiamond]; mark [shape=parallelogram, tool_command="touch marked"]; exit [shape=Msquare]; start -> mark -> exit }`), 0o644))
+	logs := t.TempDir()
+	code, _, errOut := cli(t, "run", dot, "--workdir", work, "--logs", logs, "--data", t.TempDir())
+	require.Equal(t, 0, code, errOut)
+	_, err := os.Stat(filepath.Join(work, "marked"))
+	require.NoError(t, err, "the tool ran in --workdir")
+	_, err = os.Stat(filepath.Join(logs, "marked"))
+	require.True(t, os.IsNotExist(err), "not in the run directory")
+}

@@ -27,6 +27,7 @@ func init() { subcommands = append(subcommands, newRunCmd) }
 
 type runFlags struct {
 	logs     string
+	workdir  string
 	mock     string
 	roles    string
 	prices   string
@@ -78,6 +79,7 @@ fails, 2 for invalid input or usage.`,
 func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.logs, "logs", "", "run directory (default .switchyard/runs/SESSION)")
+	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: the run directory)")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock agent provider")
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
 	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
@@ -175,7 +177,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		render = (&textRenderer{w: stderr}).render
 	}
 	cfg := session.Config{
-		ID: id, Graph: g, Broker: b, LogsDir: logs, Durable: f.durable, Observer: render,
+		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render,
 		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}
 	var s *session.Session

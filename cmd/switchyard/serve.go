@@ -44,6 +44,7 @@ type serveFlags struct {
 	listen, token, adminToken        string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
+	workdir                          string
 	roles, prices                    string
 	json                             bool
 	durable, resume                  bool
@@ -85,6 +86,7 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.StringVar(&f.nats, "nats", "", "run on this NATS server or cluster instead of an embedded one")
 	fl.StringVar(&f.data, "data", "", "JetStream directory of the embedded server")
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
+	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: each session's run directory)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
@@ -158,7 +160,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		if len(f.ids) > 0 {
 			id = f.ids[i]
 		}
-		s, err := startOrResume(ctx, f, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id),
+		s, err := startOrResume(ctx, f, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
 			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable,
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}, stderr)
 		if err != nil {
@@ -206,7 +208,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
 				continue
 			}
-			s, err := session.Resume(ctx, session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID),
+			s, err := session.Resume(ctx, session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID), WorkDir: f.workdir,
 				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true,
 				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
 			if err != nil {
