@@ -96,3 +96,19 @@ func TestContinueWaitConversation(t *testing.T) {
 	require.Equal(t, []string{"@", "hello@t-9", "bye@t-9"}, turns)
 	require.Equal(t, []string{"start", "chat", "chat", "chat", "exit"}, r.visits())
 }
+
+// TestAutoModeStoppedByTheScheduler: an agent in auto mode that never says
+// DONE keeps its thread turn after turn until the scheduler's limit stops
+// it (here max_visits), and the run fails with that reason.
+func TestAutoModeStoppedByTheScheduler(t *testing.T) {
+	r := newRun(t)
+	r.mock = `{"code": [{"response": "still working"}]}`
+	rep := r.exec(`digraph c { start [shape=Mdiamond]; code [prompt="Fix it", mode=auto, max_visits=4, stall_after=0]; exit [shape=Msquare]
+		start -> code -> exit }`)
+	require.Equal(t, "fail", rep.Status)
+	require.Contains(t, rep.Reason, "max_visits")
+	require.Equal(t, 4, rep.Node("code").Visits)
+	prompt := r.file("code", "prompt.md")
+	require.Contains(t, prompt, "Continue the task (turn 4)")
+	require.NotContains(t, prompt, "Fix it")
+}
