@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
 )
 
 // Retry runs the handler again, in place, when it returns an error or a
@@ -27,7 +28,7 @@ func Retry(attempts int, backoff func(n int) time.Duration, opts ...Option) node
 				o, err := next.Handle(ctx, in)
 				if !failed(o, err) || n >= attempts || ctx.Err() != nil {
 					if n > 1 && o != nil {
-						o.Notes = joinNotes(o.Notes, fmt.Sprintf("%d runs (middleware retry)", n))
+						o.Notes = agent.JoinNotes(o.Notes, fmt.Sprintf("%d runs (middleware retry)", n))
 					}
 					return o, err
 				}
@@ -58,11 +59,4 @@ func reason(o *nodes.Outcome, err error) string {
 		return o.FailureReason
 	}
 	return string(o.Status)
-}
-
-func joinNotes(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
 }

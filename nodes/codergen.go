@@ -155,7 +155,7 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 		return nil, o, nil
 	}
 	if guardNote != "" {
-		res.Notes = joinNotes(res.Notes, guardNote)
+		res.Notes = agent.JoinNotes(res.Notes, guardNote)
 	}
 	if err := writeStage(in.StageDir, "response.md", res.Text); err != nil {
 		return nil, nil, fmt.Errorf("write response.md: %w", err)
@@ -209,16 +209,6 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 		return nil, fmt.Errorf("write status.json: %w", err)
 	}
 	return o, nil
-}
-
-func joinNotes(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + "; " + b
 }
 
 func truncate(s string, n int) string {

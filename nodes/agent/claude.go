@@ -205,7 +205,7 @@ func (p *claudeParser) finish(ex *proc.Exit, emit func(Event)) (*Result, error) 
 			if f.TotalCostUSD != nil {
 				res.Usage.Cost = *f.TotalCostUSD
 			} else {
-				res.Notes = joinNotes(res.Notes, p.c.priced(p.model, &res.Usage, u.CacheReadTokens))
+				res.Notes = JoinNotes(res.Notes, p.c.priced(p.model, &res.Usage, u.CacheReadTokens))
 			}
 		} else if f.TotalCostUSD != nil {
 			res.Usage.Cost = *f.TotalCostUSD
@@ -221,7 +221,7 @@ func (p *claudeParser) finish(ex *proc.Exit, emit func(Event)) (*Result, error) 
 	case f == nil:
 		return res, p.c.failure(ex)
 	case f.Subtype == "error_max_turns":
-		res.Notes = joinNotes(res.Notes, "stopped at the maximum number of turns")
+		res.Notes = JoinNotes(res.Notes, "stopped at the maximum number of turns")
 		return res, nil
 	case f.IsError || strings.HasPrefix(f.Subtype, "error"):
 		return res, p.c.failure(ex, append([]string{f.Result}, f.Errors...)...)

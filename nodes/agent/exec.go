@@ -232,7 +232,7 @@ func (c *cli) execute(ctx context.Context, req *Request, args []string, stdin st
 	}
 	res, err := p.finish(ex, emit)
 	if res != nil && malformed > 0 {
-		res.Notes = joinNotes(res.Notes, fmt.Sprintf("skipped %d malformed output line(s), the first: %s", malformed, firstBad))
+		res.Notes = JoinNotes(res.Notes, fmt.Sprintf("skipped %d malformed output line(s), the first: %s", malformed, firstBad))
 	}
 	return res, err
 }
@@ -255,7 +255,8 @@ func withSystem(system, prompt string) string {
 	return "<system_instructions>\n" + system + "\n</system_instructions>\n\n" + prompt
 }
 
-func joinNotes(a, b string) string {
+// JoinNotes joins two notes with "; ", leaving out an empty one.
+func JoinNotes(a, b string) string {
 	switch {
 	case a == "":
 		return b

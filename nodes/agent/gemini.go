@@ -219,11 +219,11 @@ func (p *geminiParser) finish(ex *proc.Exit, emit func(Event)) (*Result, error) 
 		}
 	}
 	if res.Usage != (Usage{}) {
-		res.Notes = joinNotes(res.Notes, p.g.priced(p.model, &res.Usage, cached))
+		res.Notes = JoinNotes(res.Notes, p.g.priced(p.model, &res.Usage, cached))
 		emit(Event{Kind: "usage", Usage: res.Usage})
 	}
 	if p.otherN > 0 {
-		res.Notes = joinNotes(res.Notes, "skipped "+strconv.Itoa(p.otherN)+" malformed output line(s), the first: "+clip(firstLine(p.other.String()), 200))
+		res.Notes = JoinNotes(res.Notes, "skipped "+strconv.Itoa(p.otherN)+" malformed output line(s), the first: "+clip(firstLine(p.other.String()), 200))
 		p.g.log.Warn("agent output lines skipped", "provider", "gemini", "count", p.otherN)
 	}
 	if ex.Canceled {
