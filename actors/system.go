@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -165,8 +164,9 @@ func New(cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, as: as, root: as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
-		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{}, threads: threadTable{m: maps.Clone(cfg.Threads)},
+		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
+	s.threads.seed(cfg.Threads)
 	s.topo.Store(&topology{g: cfg.Graph, joins: joinNodes(cfg.Graph)})
 	s.version.Store(1)
 	s.subsBy = map[string]*nats.Subscription{}

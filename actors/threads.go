@@ -13,9 +13,33 @@ import (
 // fired it — a chat message from outside, a tick, a handoff — so an
 // agent's conversation survives across firings and, seeded from the
 // checkpoint, across a resume.
+//
+// Threads seeded from a checkpoint are stale: the process that held their
+// CLI sessions is gone (and may have been on another machine). Until a run
+// records a new session for such a thread, every firing's context says so
+// (<key>.stale = "1"), and the agent starts afresh with a summary of the
+// context instead of resuming (spec 5.4, resume after full fidelity).
 type threadTable struct {
-	mu sync.RWMutex
-	m  map[string]string
+	mu    sync.RWMutex
+	m     map[string]string
+	stale map[string]bool
+}
+
+// seed fills an empty table with a checkpoint's threads, all stale.
+func (t *threadTable) seed(threads map[string]string) {
+	t.m, t.stale = map[string]string{}, map[string]bool{}
+	for k, v := range threads {
+		t.m[k] = v
+		if isThreadID(k) {
+			t.stale[k] = true
+		}
+	}
+}
+
+// isThreadID reports whether k holds a session id (not the .provider or
+// .stale note of one).
+func isThreadID(k string) bool {
+	return !strings.HasSuffix(k, nodes.ThreadProviderSuffix) && !strings.HasSuffix(k, nodes.ThreadStaleSuffix)
 }
 
 // learn records the thread keys of a firing's context updates.
@@ -24,9 +48,10 @@ func (t *threadTable) learn(updates map[string]string) {
 		if strings.HasPrefix(k, nodes.ThreadKeyPrefix) {
 			t.mu.Lock()
 			if t.m == nil {
-				t.m = map[string]string{}
+				t.m, t.stale = map[string]string{}, map[string]bool{}
 			}
 			t.m[k] = v
+			delete(t.stale, k)
 			t.mu.Unlock()
 		}
 	}
@@ -41,5 +66,9 @@ func (t *threadTable) fill(ctx map[string]string, changed *[]string) {
 			ctx[k] = v
 			*changed = append(*changed, k)
 		}
+	}
+	for k := range t.stale {
+		ctx[k+nodes.ThreadStaleSuffix] = "1"
+		*changed = append(*changed, k+nodes.ThreadStaleSuffix)
 	}
 }

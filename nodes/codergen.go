@@ -85,16 +85,28 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 	// Fidelity full continues the thread's CLI session when there is one
 	// (its id is in the context, so it survives checkpoints and processes).
 	fidelity := resolveFidelity(in)
-	var resume string
+	var thread, resume string
 	switch {
 	case t != nil: // a mode: the node's own thread, whatever the fidelity
-		resume = threadSession(in, t.thread, name)
+		thread = t.thread
 	case fidelity == FidelityFull:
-		resume = threadSession(in, resumeThread(in), name)
+		thread = resumeThread(in)
+	}
+	if thread != "" {
+		if threadStale(in, thread) {
+			// The first run on a thread after a resume: afresh, with a
+			// summary of the context instead of the lost conversation.
+			fidelity = "summary:high"
+		} else {
+			resume = threadSession(in, thread, name)
+		}
 	}
 	full := buildPrompt(in, prompt, fidelity, resume != "")
-	if t != nil && resume != "" && t.prompt != "" {
+	switch {
+	case t != nil && t.prompt != "" && resume != "":
 		full = t.prompt // a continuation: the thread has the rest
+	case t != nil && t.prompt != "" && threadStale(in, thread):
+		full += "\n\n" + t.prompt // a continuation the agent has to catch up on
 	}
 	if err := writeStage(in.StageDir, "prompt.md", full); err != nil {
 		return nil, nil, fmt.Errorf("write prompt.md: %w", err)
@@ -202,7 +214,10 @@ func (r *agentRunner) finish(in *Input, res *agent.Result, o *Outcome) (*Outcome
 		// The thread's session, for the next full-fidelity run on it.
 		for _, t := range recordThreads(in) {
 			o.ContextUpdates[threadKey(t)] = res.SessionID
-			o.ContextUpdates[threadKey(t)+".provider"] = r.providerName(in)
+			o.ContextUpdates[threadKey(t)+ThreadProviderSuffix] = r.providerName(in)
+			if in.Context[threadKey(t)+ThreadStaleSuffix] != "" {
+				o.ContextUpdates[threadKey(t)+ThreadStaleSuffix] = "" // a live session again
+			}
 		}
 	}
 	if err := WriteStatusFile(in.StageDir, o); err != nil {

@@ -116,6 +116,13 @@ func resumeThread(in *Input) string {
 // that made the session is under threadKey(t)+".provider".
 func threadKey(thread string) string { return ThreadKeyPrefix + thread }
 
+// threadStale reports whether the thread's session is from before a
+// resume: its CLI session may be gone with the process (or machine) that
+// held it, so the run starts afresh at summary:high (spec 5.4).
+func threadStale(in *Input, thread string) bool {
+	return in.Context[threadKey(thread)+ThreadStaleSuffix] == "1" && in.Context[threadKey(thread)] != ""
+}
+
 // threadSession is the CLI session a full-fidelity run of provider
 // resumes, "" when the thread has none from that provider.
 func threadSession(in *Input, thread, provider string) string {
@@ -123,7 +130,7 @@ func threadSession(in *Input, thread, provider string) string {
 	if id == "" {
 		return ""
 	}
-	if p := in.Context[threadKey(thread)+".provider"]; p != "" && p != provider {
+	if p := in.Context[threadKey(thread)+ThreadProviderSuffix]; p != "" && p != provider {
 		return ""
 	}
 	return id

@@ -95,6 +95,13 @@ const (
 // whatever envelope fires it.
 const ThreadKeyPrefix = "internal.thread."
 
+// Notes kept beside a thread's key: the provider whose session it is, and
+// "1" when the session is from before a resume (the agent starts afresh).
+const (
+	ThreadProviderSuffix = ".provider"
+	ThreadStaleSuffix    = ".stale"
+)
+
 // Message is one envelope that fired the node, as a handler sees it.
 type Message struct {
 	ID         string

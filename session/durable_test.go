@@ -495,3 +495,96 @@ func TestDurableSparseCheckpoints(t *testing.T) {
 	// two varies; every firing has exactly one record.
 	require.ElementsMatch(t, []string{"", "start", "a", "b", "c", "d", "e", "exit"}, nodes, "every firing has its record")
 }
+
+// requestLog records the agent requests of a session's nodes.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs map[string][]agent.Request
+}
+
+func (l *requestLog) wrap(p agent.Provider) agent.Provider {
+	return agentFunc(func(ctx context.Context, req *agent.Request, on func(agent.Event)) (*agent.Result, error) {
+		l.mu.Lock()
+		if l.reqs == nil {
+			l.reqs = map[string][]agent.Request{}
+		}
+		l.reqs[req.NodeID] = append(l.reqs[req.NodeID], *req)
+		l.mu.Unlock()
+		return p.Run(ctx, req, on)
+	})
+}
+
+func (l *requestLog) get(node string) []agent.Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]agent.Request(nil), l.reqs[node]...)
+}
+
+type agentFunc func(ctx context.Context, req *agent.Request, on func(agent.Event)) (*agent.Result, error)
+
+func (agentFunc) Name() string { return "recorded" }
+func (f agentFunc) Run(ctx context.Context, req *agent.Request, on func(agent.Event)) (*agent.Result, error) {
+	return f(ctx, req, on)
+}
+
+// TestResumeAfterFullFidelity: a thread's CLI session from before a
+// resume may be gone with the process that held it, so the first run on
+// it after the resume starts afresh at summary:high (spec 5.4); the
+// session it gets is live again for the next node.
+func TestResumeAfterFullFidelity(t *testing.T) {
+	data := t.TempDir()
+	src := `digraph f { graph [goal="Ship it"]; start [shape=Mdiamond]; exit [shape=Msquare]
+		a [prompt="Draft", fidelity=full, thread_id=work]; gate [type="custom.hang"]
+		b [prompt="Refine", fidelity=full, thread_id=work]; c [prompt="Polish", fidelity=full, thread_id=work]
+		start -> a -> gate -> b -> c -> exit }`
+	var once sync.Once
+	blocked := make(chan struct{})
+	hang := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			close(blocked)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+	})
+	log := &requestLog{}
+	config := func(b *broker.Broker) session.Config {
+		r := &run{t: t, broker: b}
+		return session.Config{ID: "fid1", Graph: r.load(src), Broker: b, Durable: true,
+			Handlers: map[string]nodes.Handler{"custom.hang": hang},
+			Deps: nodes.Deps{Interviewer: nodes.AutoApprove{},
+				Providers: func(string) (agent.Provider, error) { return log.wrap(agent.NewMock(nil)), nil }}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	b1 := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = data }))
+	s1, err := session.Start(ctx, config(b1))
+	require.NoError(t, err)
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the gate never ran")
+	}
+	s1.Stop()
+	require.NoError(t, b1.Close())
+
+	b2 := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = data }))
+	s2, err := session.Resume(ctx, config(b2))
+	require.NoError(t, err)
+	rep, err := s2.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+
+	a, b, c := log.get("a"), log.get("b"), log.get("c")
+	require.Len(t, a, 1)
+	require.Len(t, b, 1)
+	require.Len(t, c, 1)
+	require.Empty(t, b[0].ResumeSession, "the session from before the resume is not resumed")
+	require.Equal(t, "summary:high", b[0].Fidelity)
+	require.Contains(t, b[0].Prompt, "Goal: Ship it", "afresh, with a summary")
+	require.Equal(t, "mock-b", c[0].ResumeSession, "the new session is live")
+	require.Equal(t, "full", c[0].Fidelity)
+}
