@@ -18,6 +18,8 @@ import (
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
@@ -95,7 +97,7 @@ func chat(ctx context.Context, nc *nats.Conn, sess, node string, wait time.Durat
 	lines.Buffer(make([]byte, 64<<10), 1<<20)
 	for {
 		fmt.Fprint(out, "> ")
-		text := "/done"
+		text := nodes.DoneCommand
 		if lines.Scan() {
 			text = strings.TrimSpace(lines.Text())
 		}
@@ -110,7 +112,7 @@ func chat(ctx context.Context, nc *nats.Conn, sess, node string, wait time.Durat
 		if err != nil || done {
 			return err
 		}
-		if text == "/done" {
+		if text == nodes.DoneCommand {
 			return nil
 		}
 	}
@@ -165,6 +167,100 @@ func awaitReply(ctx context.Context, events <-chan chatEvent, id string, wait ti
 			return false, &exitError{code: 1, err: errors.New("no reply within " + wait.String() + " (is the session running, and the node interactive?)")}
 		case <-ctx.Done():
 			return false, ctx.Err()
+		}
+	}
+}
+
+// hasInteractive reports whether g has an agent node in interactive mode.
+func hasInteractive(g *graph.Graph) bool {
+	for _, n := range g.Nodes {
+		if n.Mode() == nodes.ModeInteractive {
+			return true
+		}
+	}
+	return false
+}
+
+// conversation lets `switchyard run` hold the conversations of its
+// interactive nodes on the command's input: when a node waits for its next
+// message, the next line goes to it (the end of the input sends /done).
+type conversation struct {
+	nc    *nats.Conn
+	in    io.Reader
+	out   io.Writer
+	waits chan [2]string // session, node
+}
+
+func newConversation(nc *nats.Conn, in io.Reader, out io.Writer) *conversation {
+	return &conversation{nc: nc, in: in, out: out, waits: make(chan [2]string, 64)}
+}
+
+// observe notes the nodes that wait for a message.
+func (c *conversation) observe(ev *pb.Event) {
+	if ev.GetKind() != "node.completed" {
+		return
+	}
+	for _, kv := range ev.GetAttrs() {
+		if kv.GetKey() == "continue" && kv.GetValue() == string(nodes.ContinueWait) {
+			select {
+			case c.waits <- [2]string{ev.GetSessionId(), ev.GetNode()}:
+			default: // 64 nodes waiting at once: they get /done from the end of the input
+			}
+		}
+	}
+}
+
+// start answers waiting nodes until ctx ends; the returned channel closes
+// then. The input is read by a goroutine of its own, from the first wait:
+// it ends at the end of the input or with ctx (unless a terminal read
+// blocks it, which ends with the process).
+func (c *conversation) start(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lines chan string
+		for {
+			select {
+			case w := <-c.waits:
+				if lines == nil {
+					lines = make(chan string, 16)
+					go readLines(ctx, c.in, lines)
+				}
+				fmt.Fprintf(c.out, "%s> ", w[1])
+				text := nodes.DoneCommand
+				select {
+				case line, ok := <-lines:
+					if ok {
+						text = line
+					}
+				case <-ctx.Done():
+					return
+				}
+				if _, err := sendChat(c.nc, w[0], w[1], text); err != nil {
+					fmt.Fprintf(c.out, "\nchat: %v\n", err)
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return done
+}
+
+// readLines sends the non-empty lines of r until its end or ctx.
+func readLines(ctx context.Context, r io.Reader, lines chan<- string) {
+	defer close(lines)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		select {
+		case lines <- text:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -88,3 +88,28 @@ func (r promptRecorder) Run(ctx context.Context, req *agent.Request, on func(age
 	r.f(req.Prompt)
 	return r.Provider.Run(ctx, req, on)
 }
+
+// TestRunHoldsTheConversationOnItsInput: `switchyard run` talks with an
+// interactive node on its own input; the end of the input ends it.
+func TestRunHoldsTheConversationOnItsInput(t *testing.T) {
+	dir := t.TempDir()
+	dot := filepath.Join(dir, "pair.dot")
+	require.NoError(t, os.WriteFile(dot, []byte(`digraph p { start [shape=Mdiamond]
+		pair [prompt="Pair with me", mode=interactive]; exit [shape=Msquare]; start -> pair -> exit }`), 0o644))
+	mockFile := filepath.Join(dir, "mock.json")
+	require.NoError(t, os.WriteFile(mockFile, []byte(`{"pair": [
+		{"response": "What should we build?"}, {"response": "Added the --verbose flag."}]}`), 0o644))
+
+	var out, errOut bytes.Buffer
+	root := newRootCmd(&out, &errOut)
+	root.SetIn(strings.NewReader("add a --verbose flag\n"))
+	root.SetArgs([]string{"run", dot, "--mock", mockFile, "--logs", t.TempDir(), "--data", t.TempDir()})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, root.ExecuteContext(ctx), "stderr: %s", errOut.String())
+	log := errOut.String()
+	require.Contains(t, log, "says: What should we build?")
+	require.Contains(t, log, "pair> ")
+	require.Contains(t, log, "says: Added the --verbose flag.")
+	require.Regexp(t, `pair\s+success\s+3\s+3`, log, "first turn, the line, then /done at the end of the input")
+}

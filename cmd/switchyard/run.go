@@ -180,6 +180,15 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render,
 		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}
+	if hasInteractive(g) {
+		// Interactive agents talk with the person at this terminal (or
+		// with the lines piped in).
+		conv := newConversation(b.Conn(), stdin, stderr)
+		cfg.Observer = func(ev *pb.Event) { render(ev); conv.observe(ev) }
+		cctx, stop := context.WithCancel(ctx)
+		done := conv.start(cctx)
+		defer func() { stop(); <-done }()
+	}
 	var s *session.Session
 	switch {
 	case f.resumeID != "":
