@@ -281,7 +281,7 @@ func TestAnswerFromGoAndCancel(t *testing.T) {
 				cancel()
 			}
 		}}))
-	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, context.Canceled, "%+v", rep)
 	require.Equal(t, "running", rep.Status)
 }
 

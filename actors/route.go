@@ -151,13 +151,19 @@ func (a *nodeActor) finish(m *runDone) {
 			subj = broker.Edge(a.s.cfg.SessionID, edges.EdgeID(h.edge))
 		}
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
-			a.s.log.Error("actors: publish", "subject", subj, "err", err)
 			if a.s.cfg.Consume {
 				// Not acknowledged: the journal holds the envelope as
-				// pending, and a resume publishes it again.
+				// pending, and a resume publishes it again. A session
+				// stopping meanwhile is not a failure.
 				published = false
-				a.s.fatal("node " + a.node.ID + ": publishing on " + subj + " failed: " + err.Error())
+				if a.s.ctx.Err() == nil {
+					a.s.log.Error("actors: publish", "subject", subj, "err", err)
+					a.s.fatal("node " + a.node.ID + ": publishing on " + subj + " failed: " + err.Error())
+				}
 				break
+			}
+			if a.s.ctx.Err() == nil {
+				a.s.log.Error("actors: publish", "subject", subj, "err", err)
 			}
 		}
 	}
