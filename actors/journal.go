@@ -48,11 +48,10 @@ type Journal interface {
 }
 
 // Syncer is implemented by journals whose Commit may return before the
-// record is stored (it is on its way): Sync waits until every record sent
-// so far is stored. The actor calls it before acknowledging what a firing
-// consumed, so the record and the firing's outputs travel at the same
-// time. A crash after the outputs are stored and before the record is
-// re-runs the firing; its outputs have the same ids and are recognised.
+// record is stored (it is on its way, or held by a sparse checkpoint
+// policy): Sync waits until every record sent so far is stored. The actor
+// calls it before publishing a firing's outputs and before acknowledging
+// its inputs.
 type Syncer interface {
 	Sync(ctx context.Context) error
 }

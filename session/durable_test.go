@@ -405,9 +405,9 @@ func TestDurableArtifacts(t *testing.T) {
 }
 
 // TestDurableSparseCheckpoints runs a durable session whose policy writes
-// the journal every 3 firings: the journal stays complete (every firing
-// has its record, written in batches), and after a crash the firings since
-// the last write run again — and only those.
+// the journal every 3 firings, in batches: after a crash the firings
+// since the last write run again — and only those — and the journal then
+// has a record of every firing.
 func TestDurableSparseCheckpoints(t *testing.T) {
 	data := t.TempDir()
 	src := `digraph d { start [shape=Mdiamond]; exit [shape=Msquare]

@@ -50,8 +50,9 @@ type pendingRecord struct {
 // firing) after it was applied. With hold (a sparse policy, not due) the
 // record is kept in memory; otherwise it is written with every record held
 // before it — published together, acknowledged together — and a snapshot
-// when one is due. The journal stays complete (history, forks); a crash
-// loses only the records held, whose firings run again on resume.
+// when one is due. Without a crash the journal is complete (history,
+// forks); a crash loses the records held, whose firings run again when the
+// work still needs them.
 func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hold bool) error {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
