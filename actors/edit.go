@@ -169,7 +169,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 
 // reconfigured applies a reconfigure message on the actor's goroutine.
 func (a *nodeActor) reconfigured(m *reconfigure) {
-	a.node, a.typ, a.h = m.node, m.typ, m.h
+	a.node, a.typ, a.h, a.inline = m.node, m.typ, m.h, inlined(m.h, m.node)
 	if err := a.setEdges(m.g); err != nil {
 		a.s.log.Error("actors: live edit", "node", a.node.ID, "err", err)
 	}

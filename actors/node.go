@@ -58,6 +58,9 @@ type nodeActor struct {
 	node *graph.Node
 	typ  string
 	h    nodes.Handler
+	// inline: the handler never blocks for this node (nodes.Inliner) and
+	// runs on the actor goroutine.
+	inline bool
 	// tickPending: the node sent itself a tick not yet fired (auto mode).
 	tickPending bool
 
@@ -94,12 +97,18 @@ func (a *nodeActor) stopPinned() {
 var _ actor.Actor = (*nodeActor)(nil)
 
 func newNodeActor(s *System, g *graph.Graph, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
-	a := &nodeActor{s: s, node: n, typ: typ, h: h, joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: map[uint64]struct{}{},
+	a := &nodeActor{s: s, node: n, typ: typ, h: h, inline: inlined(h, n), joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: map[uint64]struct{}{},
 		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
 	if err := a.setEdges(g); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// inlined reports whether h never blocks for n (nodes.Inliner).
+func inlined(h nodes.Handler, n *graph.Node) bool {
+	i, ok := h.(nodes.Inliner)
+	return ok && i.Inline(n)
 }
 
 // setEdges makes the buffers of the node's incoming edges in g: buffers of
@@ -420,6 +429,14 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	a.cancel = cancel
 	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
 		Attrs: append([]*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}, callerAttrs(job.caller)...)})
+	if a.inline {
+		// A handler that never blocks runs here; its result is the next
+		// message of this mailbox.
+		res := a.run(ctx, job)
+		crash.Point("handler-done")
+		c.Send(self, &runDone{firing: firing, res: res})
+		return
+	}
 	if !a.s.runOn(a.runner, func() {
 		res := a.run(ctx, job)
 		crash.Point("handler-done")

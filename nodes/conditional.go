@@ -2,6 +2,7 @@ package nodes
 
 import (
 	"context"
+	"github.com/switchyard/switchyard/graph"
 	"strings"
 )
 
@@ -98,4 +99,10 @@ func skipSpace(s string, i int) int {
 
 func isWordByte(c byte) bool {
 	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// Inline reports whether the diamond only routes (it has no prompt):
+// then it never blocks.
+func (h *Conditional) Inline(n *graph.Node) bool {
+	return strings.TrimSpace(n.Attrs.String("prompt")) == ""
 }

@@ -1,6 +1,10 @@
 package nodes
 
-import "context"
+import (
+	"context"
+
+	"github.com/switchyard/switchyard/graph"
+)
 
 // Exit is the exit node's handler: it does nothing; the runtime checks goal
 // gates before the run ends.
@@ -12,3 +16,6 @@ var _ Handler = Exit{}
 func (Exit) Handle(context.Context, *Input) (*Outcome, error) {
 	return &Outcome{Status: StatusSuccess}, nil
 }
+
+// Inline reports true: Exit never blocks.
+func (Exit) Inline(*graph.Node) bool { return true }

@@ -178,3 +178,21 @@ type HandlerFunc func(ctx context.Context, in *Input) (*Outcome, error)
 
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, in *Input) (*Outcome, error) { return f(ctx, in) }
+
+// Inliner is implemented by handlers that never block for some nodes — no
+// I/O, no waiting, no heavy work: the runtime runs them on the node's actor
+// goroutine instead of handing each firing to the node's handler goroutine
+// and back. A handler that may block must say false: the node could not
+// be cancelled meanwhile.
+type Inliner interface {
+	Inline(n *graph.Node) bool
+}
+
+// InlineFunc adapts a function that never blocks to Handler (and Inliner).
+type InlineFunc func(ctx context.Context, in *Input) (*Outcome, error)
+
+// Handle calls f.
+func (f InlineFunc) Handle(ctx context.Context, in *Input) (*Outcome, error) { return f(ctx, in) }
+
+// Inline reports true.
+func (InlineFunc) Inline(*graph.Node) bool { return true }

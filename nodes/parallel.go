@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"fmt"
+	"github.com/switchyard/switchyard/graph"
 	"strings"
 )
 
@@ -37,3 +38,6 @@ func (Parallel) Handle(_ context.Context, in *Input) (*Outcome, error) {
 	}
 	return &Outcome{Status: StatusSuccess, Notes: fmt.Sprintf("%d branches: %s", len(out), strings.Join(names, ", "))}, nil
 }
+
+// Inline reports true: Parallel never blocks.
+func (Parallel) Inline(*graph.Node) bool { return true }

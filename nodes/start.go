@@ -1,6 +1,10 @@
 package nodes
 
-import "context"
+import (
+	"context"
+
+	"github.com/switchyard/switchyard/graph"
+)
 
 // Start is the start node's handler: it does nothing.
 type Start struct{}
@@ -11,3 +15,6 @@ var _ Handler = Start{}
 func (Start) Handle(context.Context, *Input) (*Outcome, error) {
 	return &Outcome{Status: StatusSuccess}, nil
 }
+
+// Inline reports true: Start never blocks.
+func (Start) Inline(*graph.Node) bool { return true }

@@ -68,16 +68,23 @@ func BenchmarkRawNATSHop(b *testing.B) {
 // journal (in memory), envelope encode/decode, the NATS publish, the actor
 // delivery and the events. Two nodes bounce a token b.N times.
 func BenchmarkPipelineHop(b *testing.B) {
-	benchPipeline(b, false)
+	benchPipeline(b, false, false)
+}
+
+// BenchmarkPipelineHopInline is the same with a step that declares it
+// never blocks (nodes.InlineFunc): it runs on its actor's goroutine, as
+// start, exit, parallel and routing diamonds do.
+func BenchmarkPipelineHopInline(b *testing.B) {
+	benchPipeline(b, false, true)
 }
 
 // BenchmarkPipelineHopJetStream is the same with every envelope published
 // through JetStream (acknowledged, file storage).
 func BenchmarkPipelineHopJetStream(b *testing.B) {
-	benchPipeline(b, true)
+	benchPipeline(b, true, false)
 }
 
-func benchPipeline(b *testing.B, durable bool) {
+func benchPipeline(b *testing.B, durable, inline bool) {
 	br := brokertest.Start(b)
 	var hops atomic.Int64
 	target := int64(b.N)
@@ -98,12 +105,17 @@ func benchPipeline(b *testing.B, durable bool) {
 	}
 	reg := nodes.NewRegistry()
 	_ = nodes.RegisterBuiltins(reg, nodes.Deps{})
-	_ = reg.Register(nodes.Info{Type: "bench.step", Handler: nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+	step := func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 		if hops.Add(1) >= target && in.Node.ID == "b" {
 			return &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "done"}, nil
 		}
 		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "the response of the node, a sentence or two long"}, nil
-	})})
+	}
+	var h nodes.Handler = nodes.HandlerFunc(step)
+	if inline {
+		h = nodes.InlineFunc(step)
+	}
+	_ = reg.Register(nodes.Info{Type: "bench.step", Handler: h})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	b.ResetTimer()
