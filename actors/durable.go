@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchyard/switchyard/internal/crash"
 	"strings"
 	"time"
 
@@ -288,16 +287,6 @@ type heldMsg struct {
 // acknowledgements go out on the connection the next checkpoint is written
 // on, so the server has them before it has that checkpoint.
 func (a *nodeActor) acknowledge(ids []string) {
-	if sy, ok := a.s.cfg.Journal.(Syncer); ok && len(ids) > 0 {
-		if err := sy.Sync(a.s.ctx); err != nil {
-			a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
-			if a.s.ctx.Err() == nil {
-				a.s.fatal("node " + a.node.ID + ": checkpoint failed: " + err.Error())
-			}
-			return
-		}
-		crash.Point("after-record")
-	}
 	for _, id := range ids {
 		a.s.consumed.add(id)
 		for _, h := range a.acks[id] {

@@ -47,15 +47,6 @@ type Journal interface {
 	Commit(ctx context.Context, c *Commit) error
 }
 
-// Syncer is implemented by journals whose Commit may return before the
-// record is stored (it is on its way, or held by a sparse checkpoint
-// policy): Sync waits until every record sent so far is stored. The actor
-// calls it before publishing a firing's outputs and before acknowledging
-// its inputs.
-type Syncer interface {
-	Sync(ctx context.Context) error
-}
-
 // JournalFunc adapts a function to Journal.
 type JournalFunc func(ctx context.Context, c *Commit) error
 

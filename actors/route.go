@@ -123,17 +123,6 @@ func (a *nodeActor) finish(m *runDone) {
 		a.s.fatal("node " + a.node.ID + ": checkpoint failed: " + err.Error())
 		return
 	}
-	// The record is stored before any output leaves: an output consumed
-	// downstream always has its firing in the journal.
-	if sy, ok := a.s.cfg.Journal.(Syncer); ok {
-		if err := sy.Sync(a.s.ctx); err != nil {
-			if a.s.ctx.Err() == nil {
-				a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
-				a.s.fatal("node " + a.node.ID + ": checkpoint failed: " + err.Error())
-			}
-			return
-		}
-	}
 	crash.Point("after-commit")
 	// The node's events go before its outputs, so whatever the outputs
 	// cause downstream is reported after them (and a session's last node

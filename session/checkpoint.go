@@ -110,12 +110,7 @@ type journal struct {
 	kv         jetstream.KeyValue
 	js         jetstream.JetStream // to write a batch of records at once
 	batch      []pendingRecord     // records a sparse policy has not written yet
-	inflight   []sentRecord        // records sent, not known to be stored
-	sent       uint64              // the last record sent
-	stored     uint64              // the last record known stored
 	broken     error               // a record failed: nothing more is written
-	waiting    bool                // a Sync is waiting for inflight
-	storedCh   chan struct{}       // closed when stored, broken or waiting change
 	offline    bool                // rebuilding a state from records
 	at         time.Time           // when the last record was written (durable)
 	sched      *scheduler.Snapshot // the scheduler's counters of the last record
@@ -180,13 +175,7 @@ func (j *journal) add(envs ...*pb.Envelope) error {
 	defer j.mu.Unlock()
 	j.addLocked(envs)
 	if j.kv != nil {
-		if err := j.appendRecordLocked(nil, envs, false); err != nil {
-			return err
-		}
-		j.mu.Unlock()
-		err := j.Sync(context.Background())
-		j.mu.Lock()
-		return err
+		return j.appendRecordLocked(nil, envs, false)
 	}
 	return j.saveLocked()
 }
@@ -238,16 +227,11 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 // gracefully loses nothing).
 func (j *journal) flush() error {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.kv == nil {
-		j.mu.Unlock()
 		return nil
 	}
-	err := j.flushLocked()
-	j.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return j.Sync(context.Background())
+	return j.flushLocked()
 }
 
 // keepContext reports whether the journal keeps the run context (it is

@@ -82,38 +82,23 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hol
 	return j.flushLocked()
 }
 
-// sentRecord is a record on its way to the store.
-type sentRecord struct {
-	seq  uint64
-	node string
-	data []byte
-	ack  jetstream.PubAckFuture // nil: written synchronously, stored
-}
-
-// flushLocked sends the records held — published at once, in order, on
-// the bucket's stream — then writes a snapshot when one is due (after
-// them on the same stream, so never ahead of them). Sync waits for them.
+// flushLocked writes the records held — published at once, in order, on
+// the bucket's stream, and acknowledged together (a single record is one
+// round trip, like a KV put) — then a snapshot when one is due. A record
+// the store refuses breaks the journal: nothing is written after it, so
+// what is stored stays a consistent prefix.
 func (j *journal) flushLocked() error {
 	batch := j.batch
 	if len(batch) == 0 {
 		return nil
 	}
-	subject := "$KV." + j.kv.Bucket() + "."
-	for _, r := range batch {
-		f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data)
-		if err != nil {
-			// Disconnected (a server restart): write it the patient way.
-			if err = j.putRecord(r.seq, r.data); err != nil {
-				j.broken = fmt.Errorf("checkpoint store: %w", err)
-				return j.broken
-			}
-			f = nil
-		}
-		j.inflight = append(j.inflight, sentRecord{seq: r.seq, node: r.node, data: r.data, ack: f})
-		j.sent = r.seq
+	if err := j.writeRecords(batch); err != nil {
+		j.broken = fmt.Errorf("checkpoint store: %w", err)
+		return j.broken
 	}
 	j.batch = j.batch[:0]
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
+	crash.Point("after-record")
 	last := batch[len(batch)-1]
 	if last.seq/snapshotEvery != (batch[0].seq-1)/snapshotEvery || j.status != "running" {
 		crash.Point("before-snapshot")
@@ -123,99 +108,49 @@ func (j *journal) flushLocked() error {
 			return err
 		}
 	}
+	if j.onSaved != nil {
+		for _, r := range batch {
+			if r.node != "" {
+				j.onSaved(r.seq, r.node)
+			}
+		}
+	}
 	return nil
 }
 
-// Sync implements actors.Syncer: it waits until every record sent so far
-// is stored (one waiter reads the acknowledgements, the others wait for
-// it). A record the store refused breaks the journal: Sync and every
-// later Commit return the error.
-func (j *journal) Sync(ctx context.Context) error {
-	j.mu.Lock()
-	target := j.sent
-	for {
-		switch {
-		case j.broken != nil:
-			err := j.broken
-			j.mu.Unlock()
+// writeRecords publishes the records and waits for their
+// acknowledgements. What a transient fault (a server restart) loses is
+// written again, from the first record not acknowledged, riding through.
+func (j *journal) writeRecords(batch []pendingRecord) error {
+	subject := "$KV." + j.kv.Bucket() + "."
+	acks := make([]jetstream.PubAckFuture, 0, len(batch))
+	for _, r := range batch {
+		f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data)
+		if err != nil {
+			break // disconnected: the rest is written the patient way
+		}
+		acks = append(acks, f)
+	}
+	wait := time.NewTimer(30 * time.Second) // an acknowledgement that never comes
+	defer wait.Stop()
+	for i, r := range batch {
+		if i < len(acks) {
+			select {
+			case <-acks[i].Ok():
+				continue
+			case err := <-acks[i].Err():
+				if !broker.Transient(err) {
+					return err
+				}
+			case <-wait.C:
+				acks = acks[:i] // the rest is written the patient way
+			}
+		}
+		if err := j.putRecord(r.seq, r.data); err != nil {
 			return err
-		case j.stored >= target:
-			j.mu.Unlock()
-			return nil
-		case !j.waiting:
-			j.waiting = true
-			recs := append([]sentRecord(nil), j.inflight...)
-			j.mu.Unlock()
-			stored, done, err := j.awaitRecords(ctx, recs)
-			j.mu.Lock()
-			j.waiting = false
-			j.inflight = j.inflight[done:]
-			if err != nil && ctx.Err() == nil {
-				j.broken = fmt.Errorf("checkpoint store: %w", err)
-			}
-			if stored > j.stored {
-				j.stored = stored
-				if j.onSaved != nil {
-					for _, r := range recs[:done] {
-						if r.node != "" && r.seq <= stored {
-							j.onSaved(r.seq, r.node)
-						}
-					}
-				}
-			}
-			if j.storedCh != nil {
-				close(j.storedCh)
-				j.storedCh = nil
-			}
-			if err != nil && j.broken == nil {
-				j.mu.Unlock()
-				return err // ctx ended
-			}
-			continue
-		}
-		if j.storedCh == nil {
-			j.storedCh = make(chan struct{})
-		}
-		ch := j.storedCh
-		j.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		j.mu.Lock()
-	}
-}
-
-// awaitRecords waits for the acknowledgements of recs, in order; it
-// returns the last record stored, how many were answered, and the first
-// error. A record lost to a transient fault (a server restart) is written
-// again, with the ones after it, the patient way.
-func (j *journal) awaitRecords(ctx context.Context, recs []sentRecord) (stored uint64, done int, err error) {
-	for i, r := range recs {
-		if r.ack == nil {
-			stored, done = r.seq, done+1
-			continue
-		}
-		select {
-		case <-r.ack.Ok():
-			stored, done = r.seq, done+1
-		case err := <-r.ack.Err():
-			if !broker.Transient(err) {
-				return stored, done + 1, err
-			}
-			for _, r := range recs[i:] {
-				if err := j.putRecord(r.seq, r.data); err != nil {
-					return stored, done + 1, err
-				}
-				stored, done = r.seq, done+1
-			}
-			return stored, done, nil
-		case <-ctx.Done():
-			return stored, done, ctx.Err()
 		}
 	}
-	return stored, done, nil
+	return nil
 }
 
 // putRecord writes one record, riding through a server restart.

@@ -163,7 +163,7 @@ func TestCrashPipeline(t *testing.T) {
 		"after-publish:5", "after-publish:10",
 		"after-ack:3", "after-ack:8",
 		"join-wait:1", "join-wait:2",
-		"after-record:5", "after-record:10",
+		"after-record:6", "after-record:12",
 		"before-snapshot:1",
 	}
 	var survived, lost, doubled, reruns int
