@@ -100,11 +100,7 @@ func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []O
 		}
 		ex.ownB = true
 	}
-	scfg, err := ex.sessionConfig(g, in)
-	if err != nil {
-		ex.closeBroker()
-		return nil, err
-	}
+	scfg := ex.sessionConfig(g, in)
 	if resumeID != "" {
 		if cfg.ephemeral {
 			ex.closeBroker()
@@ -122,7 +118,7 @@ func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []O
 	return ex, nil
 }
 
-func (e *Execution) sessionConfig(g *Graph, in *Message) (session.Config, error) {
+func (e *Execution) sessionConfig(g *Graph, in *Message) session.Config {
 	cfg := e.cfg
 	reg := agent.NewRegistry()
 	reg.Register("mock", agent.NewMock(nil))
@@ -158,7 +154,7 @@ func (e *Execution) sessionConfig(g *Graph, in *Message) (session.Config, error)
 		}
 		sc.Context[KeyInput] = in.Text
 	}
-	return sc, nil
+	return sc
 }
 
 // stateMiddleware gives Go code the state and records each node's output

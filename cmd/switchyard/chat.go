@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -185,14 +186,28 @@ func hasInteractive(g *graph.Graph) bool {
 // interactive nodes on the command's input: when a node waits for its next
 // message, the next line goes to it (the end of the input sends /done).
 type conversation struct {
-	nc    *nats.Conn
-	in    io.Reader
-	out   io.Writer
-	waits chan [2]string // session, node
+	nc   *nats.Conn
+	in   io.Reader
+	out  io.Writer
+	mu   sync.Mutex
+	wait [][2]string   // session, node: the nodes waiting, in order
+	wake chan struct{} // a node started waiting
 }
 
 func newConversation(nc *nats.Conn, in io.Reader, out io.Writer) *conversation {
-	return &conversation{nc: nc, in: in, out: out, waits: make(chan [2]string, 64)}
+	return &conversation{nc: nc, in: in, out: out, wake: make(chan struct{}, 1)}
+}
+
+// next takes the first waiting node, if any.
+func (c *conversation) next() ([2]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.wait) == 0 {
+		return [2]string{}, false
+	}
+	w := c.wait[0]
+	c.wait = c.wait[1:]
+	return w, true
 }
 
 // observe notes the nodes that wait for a message.
@@ -202,9 +217,12 @@ func (c *conversation) observe(ev *pb.Event) {
 	}
 	for _, kv := range ev.GetAttrs() {
 		if kv.GetKey() == "continue" && kv.GetValue() == string(nodes.ContinueWait) {
+			c.mu.Lock()
+			c.wait = append(c.wait, [2]string{ev.GetSessionId(), ev.GetNode()})
+			c.mu.Unlock()
 			select {
-			case c.waits <- [2]string{ev.GetSessionId(), ev.GetNode()}:
-			default: // 64 nodes waiting at once: they get /done from the end of the input
+			case c.wake <- struct{}{}:
+			default:
 			}
 		}
 	}
@@ -220,27 +238,31 @@ func (c *conversation) start(ctx context.Context) <-chan struct{} {
 		defer close(done)
 		var lines chan string
 		for {
-			select {
-			case w := <-c.waits:
-				if lines == nil {
-					lines = make(chan string, 16)
-					go readLines(ctx, c.in, lines)
-				}
-				fmt.Fprintf(c.out, "%s> ", w[1])
-				text := nodes.DoneCommand
+			w, ok := c.next()
+			if !ok {
 				select {
-				case line, ok := <-lines:
-					if ok {
-						text = line
-					}
+				case <-c.wake:
+					continue
 				case <-ctx.Done():
 					return
 				}
-				if _, err := sendChat(c.nc, w[0], w[1], text); err != nil {
-					fmt.Fprintf(c.out, "\nchat: %v\n", err)
+			}
+			if lines == nil {
+				lines = make(chan string, 16)
+				go readLines(ctx, c.in, lines)
+			}
+			fmt.Fprintf(c.out, "%s> ", w[1])
+			text := nodes.DoneCommand
+			select {
+			case line, ok := <-lines:
+				if ok {
+					text = line
 				}
 			case <-ctx.Done():
 				return
+			}
+			if _, err := sendChat(c.nc, w[0], w[1], text); err != nil {
+				fmt.Fprintf(c.out, "\nchat: %v\n", err)
 			}
 		}
 	}()
