@@ -6,19 +6,67 @@ import (
 	"encoding/hex"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 )
 
 // adminUser is the user name of the runtime's own connections to a
 // listening embedded server.
 const adminUser = "switchyard-runtime"
 
+// RuntimeInboxPrefix is the reply inbox prefix of the runtime's own
+// connections (NewConn): JetStream API replies, KV and object-store reads,
+// consumer deliveries and control replies arrive under it. No outside
+// role may subscribe to it, so none of that traffic can be read with an
+// outside credential. On an external server the runtime's user must be
+// allowed to subscribe to RuntimeInboxPrefix + ".>".
+const RuntimeInboxPrefix = "_SYRT"
+
 // Subjects an outside user may use: publish on node inboxes and edges,
-// subscribe to events and reply inboxes. Nothing else, and in particular
-// neither control subjects nor the JetStream API.
+// subscribe to events and to the reply inbox of its own connection
+// (PrivateInbox). Nothing else, and in particular neither control
+// subjects, nor the JetStream API, nor another connection's replies.
 var (
 	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>"}
-	outsideSubscribe = []string{"sy.*.evt.>", "_INBOX.>"}
+	outsideSubscribe = []string{"sy.*.evt.>"}
 )
+
+// Private reply inboxes. nats-server has no per-connection subscribe
+// permission of its own, and every holder of the outside token is the same
+// user, so a per-user inbox prefix would let one token holder read
+// another's replies. Instead a connection names its own inbox: a client
+// that connects with a connection name that is a PrivateInboxName (at
+// least minInboxName characters of [A-Za-z0-9_-], e.g. a nuid) may
+// subscribe to _INBOX.<name>.> and nothing else under _INBOX. The name is
+// known only to the client and the server (it is never shown to other
+// clients), so no one else can ask for the same inbox. PrivateInbox gives
+// a nats.go client both options.
+const minInboxName = 16
+
+// PrivateInboxName reports whether name may name a connection's private
+// reply inbox.
+func PrivateInboxName(name string) bool {
+	if len(name) < minInboxName || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// PrivateInbox returns the options that give a nats.go connection to a
+// listening Switchyard server a private reply inbox: a random connection
+// name and the inbox prefix _INBOX.<name>, so request/reply and JetStream
+// publishes work with an outside credential. prefix (may be empty) starts
+// the name, for the server's connection list.
+func PrivateInbox(prefix string) []nats.Option {
+	name := prefix + nuid.Next()
+	return []nats.Option{nats.Name(name), nats.CustomInboxPrefix("_INBOX." + name)}
+}
 
 // newSecret is a random password for the runtime's own connections; it
 // never leaves the process.
@@ -38,7 +86,8 @@ func newSecret() string {
 //
 // It is a CustomClientAuthentication rather than Options.Users because
 // nats-server gives token-authenticated clients no permissions of their
-// own, and outside users may authenticate with a token.
+// own, outside users may authenticate with a token, and each outside
+// connection gets permissions of its own (its private inbox).
 type auth struct {
 	cfg    Config
 	secret string
@@ -60,17 +109,22 @@ func (a *auth) Check(c server.ClientAuthentication) bool {
 		c.RegisterUser(&server.User{Username: "admin"})
 	case (o.Username == "" && eq(a.cfg.Token, o.Token)) ||
 		(a.cfg.User != "" && o.Username == a.cfg.User && eq(a.cfg.Password, o.Password)):
-		c.RegisterUser(&server.User{Username: "outside", Permissions: outsidePermissions()})
+		c.RegisterUser(&server.User{Username: "outside", Permissions: outsidePermissions(o.Name)})
 	default:
 		return false
 	}
 	return true
 }
 
-// outsidePermissions is a fresh copy of the outside role's permissions.
-func outsidePermissions() *server.Permissions {
+// outsidePermissions is a fresh copy of the outside role's permissions for
+// a connection named name.
+func outsidePermissions(name string) *server.Permissions {
+	sub := append([]string(nil), outsideSubscribe...)
+	if PrivateInboxName(name) {
+		sub = append(sub, "_INBOX."+name+".>")
+	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: append([]string(nil), outsidePublish...)},
-		Subscribe: &server.SubjectPermission{Allow: append([]string(nil), outsideSubscribe...)},
+		Subscribe: &server.SubjectPermission{Allow: sub},
 	}
 }

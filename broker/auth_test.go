@@ -133,3 +133,19 @@ func TestAdminsHaveEveryPermission(t *testing.T) {
 	default:
 	}
 }
+
+func TestPrivateInboxName(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"abcdefghijklmnop": true, "switchyard_cli_9Tan-TG4kwXSNnX": true,
+		"short": false, "": false, "abcdefghijklmnop.": false, "abcdefghijklmnop*": false, "abcdefghijklmn>p": false,
+		"NATS CLI Version 0.4.0": false, strings.Repeat("a", 65): false,
+	} {
+		require.Equal(t, ok, broker.PrivateInboxName(name), "%q", name)
+	}
+	opts := nats.GetDefaultOptions()
+	for _, o := range broker.PrivateInbox("x_") {
+		require.NoError(t, o(&opts))
+	}
+	require.True(t, broker.PrivateInboxName(opts.Name), opts.Name)
+	require.Equal(t, "_INBOX."+opts.Name, opts.InboxPrefix)
+}

@@ -90,11 +90,11 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 // NewConn opens another connection: in-process to the embedded server, as
 // admin (every permission), or by URL to the external server with the
 // configured credentials, reconnecting forever and buffering publishes
-// while the server is away. opts come last and so override these. The
+// while the server is away. Its replies arrive under RuntimeInboxPrefix. opts come last and so override these. The
 // caller closes the connection.
 func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 	if b.srv != nil {
-		all := []nats.Option{nats.InProcessServer(b.srv)}
+		all := []nats.Option{nats.InProcessServer(b.srv), nats.CustomInboxPrefix(RuntimeInboxPrefix)}
 		if b.secret != "" {
 			all = append(all, nats.UserInfo(adminUser, b.secret))
 		}
@@ -105,6 +105,7 @@ func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 		return nc, nil
 	}
 	all := []nats.Option{
+		nats.CustomInboxPrefix(RuntimeInboxPrefix),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
 		nats.ReconnectBufSize(reconnectBufSize),

@@ -212,7 +212,7 @@ func newSessionsCmd() *cobra.Command {
 			}
 			defer nc.Close()
 			// Every serving process answers; collect until the timeout.
-			inbox := nats.NewInbox()
+			inbox := nc.NewInbox()
 			ch := make(chan *nats.Msg, 64)
 			sub, err := nc.ChanSubscribe(inbox, ch)
 			if err != nil {

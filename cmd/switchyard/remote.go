@@ -37,7 +37,9 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	if c.url == "" {
 		return nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
 	}
-	opts := []nats.Option{nats.Name("switchyard-cli")}
+	// A private reply inbox: with an outside credential no other client
+	// may read this connection's replies (docs/security.md).
+	opts := broker.PrivateInbox("switchyard_cli_")
 	if c.tlsCA != "" {
 		opts = append(opts, nats.RootCAs(c.tlsCA))
 	}

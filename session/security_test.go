@@ -1,0 +1,212 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// The security tests play a hostile outside client with nothing but the
+// outside credential of a listening server (docs/security.md).
+
+const (
+	outsideToken = "outside-token"
+	adminToken   = "admin-token"
+)
+
+// recorder is a handler that records what each node was given.
+type recorder struct {
+	mu     sync.Mutex
+	inputs map[string][]nodes.Message
+	fired  chan string
+}
+
+func newRecorder() *recorder {
+	return &recorder{inputs: map[string][]nodes.Message{}, fired: make(chan string, 1024)}
+}
+
+func (rc *recorder) handler() nodes.Handler {
+	return nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		rc.mu.Lock()
+		rc.inputs[in.Node.ID] = append(rc.inputs[in.Node.ID], in.Messages...)
+		rc.mu.Unlock()
+		rc.fired <- in.Node.ID
+		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "from " + in.Node.ID}, nil
+	})
+}
+
+// messages is what node was given so far.
+func (rc *recorder) messages(node string) []nodes.Message {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]nodes.Message(nil), rc.inputs[node]...)
+}
+
+// waitFired waits until node has fired n times in all.
+func (rc *recorder) waitFired(t *testing.T, node string, n int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for len(rc.messages(node)) < n {
+		select {
+		case <-rc.fired:
+		case <-deadline:
+			t.Fatalf("%s fired %d times, want %d", node, len(rc.messages(node)), n)
+		}
+	}
+}
+
+// secure starts src as a durable session with id on a listening broker;
+// every node of type custom.echo records its inputs.
+func secure(t *testing.T, id, src string) (*run, *session.Session, *recorder) {
+	t.Helper()
+	r := &run{t: t, broker: brokertest.Start(t, brokertest.Listen(outsideToken, adminToken)), logs: t.TempDir()}
+	rc := newRecorder()
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: rc.handler()}))
+	}
+	cfg := r.config(r.load(src))
+	cfg.ID, cfg.Durable, cfg.WorkDir = id, true, t.TempDir()
+	s, err := session.Start(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	return r, s, rc
+}
+
+// outside connects to the broker's listener with the outside token;
+// denials and other asynchronous errors go to the returned channel.
+func outside(t *testing.T, b *broker.Broker, opts ...nats.Option) (*nats.Conn, <-chan error) {
+	t.Helper()
+	errs := make(chan error, 256)
+	opts = append([]nats.Option{nats.Token(outsideToken), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case errs <- err:
+		default:
+		}
+	})}, opts...)
+	nc, err := nats.Connect(b.ClientURL(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return nc, errs
+}
+
+// TestOutsideCannotReadReplies: while a durable session runs (its own
+// JetStream API, KV and consumer traffic), an admin asks the session a
+// question and another outside client publishes with acknowledgements, a
+// client with the outside token subscribes to every subject its role
+// allows, and tries the rest: it gets events, and nothing else.
+func TestOutsideCannotReadReplies(t *testing.T) {
+	src := `digraph s { kind="session"; a [type="custom.echo"]; b [type="custom.echo"]; a -> b }`
+	r, s, rc := secure(t, "priv", src)
+
+	// The spy: every subject its role allows (events, its own inbox), and
+	// the ones it must be refused.
+	spy, denied := outside(t, r.broker, broker.PrivateInbox("spy_")...)
+	got := make(chan *nats.Msg, 4096)
+	for _, subj := range []string{"sy.*.evt.>", spy.Opts.InboxPrefix + ".>"} {
+		_, err := spy.ChanSubscribe(subj, got)
+		require.NoError(t, err)
+	}
+	refused := []string{">", "_INBOX.>", "_INBOX.*.>", "_INBOX.*", broker.RuntimeInboxPrefix + ".>", "$JS.>", "$JS.API.>",
+		"$KV.>", "$O.>", "sy.>", "sy.*.edge.>", "sy.*.node.*.in", "sy.*.ctl.>", "sy.priv.dlq", "switchyard.sessions"}
+	for _, subj := range refused {
+		_, err := spy.ChanSubscribe(subj, got)
+		require.NoError(t, err) // refused asynchronously
+	}
+	require.NoError(t, spy.Flush())
+	want := map[string]bool{}
+	for _, subj := range refused {
+		want[subj] = true
+	}
+	deadline := time.After(20 * time.Second)
+	for len(want) > 0 {
+		select {
+		case err := <-denied:
+			require.True(t, errors.Is(err, nats.ErrPermissionViolation), "got %v", err)
+			for subj := range want {
+				if strings.Contains(err.Error(), `Subscription to "`+subj+`"`) {
+					delete(want, subj)
+				}
+			}
+		case <-deadline:
+			t.Fatalf("subscriptions not refused: %v", want)
+		}
+	}
+	// A client without a private inbox name has no inbox at all.
+	plain, plainDenied := outside(t, r.broker)
+	_, err := plain.ChanSubscribe("_INBOX.>", got)
+	require.NoError(t, err)
+	require.NoError(t, plain.Flush())
+	select {
+	case err := <-plainDenied:
+		require.Contains(t, err.Error(), `Subscription to "_INBOX.>"`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("_INBOX.> was not refused")
+	}
+
+	// The victims: an admin asks the session (request/reply on a control
+	// subject), and another outside client publishes with JetStream
+	// acknowledgements (request/reply with the server) on its private inbox.
+	admin, err := nats.Connect(r.broker.ClientURL(), append(broker.PrivateInbox("admin_"), nats.Token(adminToken))...)
+	require.NoError(t, err)
+	defer admin.Close()
+	reply, err := admin.Request(broker.Control(s.ID(), "explain"), []byte(`{"node":"b"}`), 10*time.Second)
+	require.NoError(t, err)
+	require.NotEmpty(t, reply.Data)
+
+	victim, victimErrs := outside(t, r.broker, broker.PrivateInbox("victim_")...)
+	js, err := jetstream.New(victim)
+	require.NoError(t, err)
+	for i, text := range []string{"secret one", "secret two"} {
+		data, err := proto.Marshal(&pb.Envelope{Id: "victim-" + text, Payload: &pb.Payload{Message: text}})
+		require.NoError(t, err)
+		ack, err := js.Publish(ctx20(t), broker.NodeIn(s.ID(), "a"), data, jetstream.WithMsgID("victim-"+text))
+		require.NoError(t, err, "an outside client gets its publish acknowledgement")
+		require.Equal(t, broker.StreamName(s.ID()), ack.Stream)
+		rc.waitFired(t, "b", i+1)
+	}
+	select {
+	case err := <-victimErrs:
+		t.Fatalf("the victim was refused: %v", err)
+	default:
+	}
+	reply, err = admin.Request(broker.Control(s.ID(), "explain"), []byte(`{"node":"a"}`), 10*time.Second)
+	require.NoError(t, err)
+
+	// Everything the spy received is an event of the session; none of it
+	// is a reply, a KV entry (graph.dot), an envelope or an acknowledgement.
+	require.NoError(t, spy.Flush())
+	require.NoError(t, admin.Flush())
+	n := 0
+	for {
+		select {
+		case m := <-got:
+			n++
+			require.True(t, strings.HasPrefix(m.Subject, "sy.priv.evt."), "the spy received %s: %q", m.Subject, m.Data)
+			require.NotContains(t, string(m.Data), "digraph", "graph.dot leaked on %s", m.Subject)
+			continue
+		default:
+		}
+		break
+	}
+	require.Positive(t, n, "the spy does read events")
+}
+
+func ctx20(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
