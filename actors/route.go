@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
@@ -44,7 +46,8 @@ func (a *nodeActor) finish(m *runDone) {
 		if rest.InputTokens < 0 || rest.OutputTokens < 0 || rest.Cost < 0 {
 			rest = nodes.Usage{}
 		}
-		a.s.emitScheduler(a.s.sched.Release(t, scheduler.Result{Status: string(o.Status), OutputHash: outputHash(o),
+		in, tick := inputHash(job.batch)
+		a.s.emitScheduler(a.s.sched.Release(t, scheduler.Result{InputHash: in, Tick: tick, Status: string(o.Status), OutputHash: outputHash(o),
 			Failure: o.FailureReason, Usage: scheduler.Usage{InputTokens: rest.InputTokens, OutputTokens: rest.OutputTokens, Cost: rest.Cost}}))
 	}
 	if m := job.ctx["join.missing"]; m != "" {
@@ -194,6 +197,30 @@ func outputHash(o *nodes.Outcome) string {
 		h.Write([]byte(o.ContextUpdates[k]))
 	}
 	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// inputHash identifies what a firing consumed for stall detection: each
+// envelope's kind, sender, message, structured payload and status, never
+// its id or the context it carries. tick reports a firing on clock ticks
+// or triggers alone (ticks the node did not send itself).
+func inputHash(batch []*pb.Envelope) (hash string, tick bool) {
+	h := fnv.New64a()
+	tick = true
+	for _, e := range batch {
+		if e.GetKind() != KindTick || e.GetFromNode() != "" {
+			tick = false
+		}
+		for _, s := range []string{e.GetKind(), e.GetFromNode(), e.GetPayload().GetMessage(), e.GetOutcome().GetStatus()} {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+		if st := e.GetPayload().GetStructured(); st != nil {
+			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(st)
+			h.Write(b)
+		}
+		h.Write([]byte{1})
+	}
+	return strconv.FormatUint(h.Sum64(), 16), tick
 }
 
 // summary is the one-line text of an outcome for events.

@@ -82,21 +82,13 @@ func (g *Graph) DefaultMaxRetries() int {
 	return 0
 }
 
-// MaxIterations bounds the node firings of a run (default 10,000).
-func (g *Graph) MaxIterations() int {
-	if v, ok := g.Attrs.Int("max_iterations"); ok && v > 0 {
-		return v
-	}
-	return DefaultMaxIterations
-}
+// MaxIterations bounds the node firings of a run: the count of
+// IterationLimit (0: no cap).
+func (g *Graph) MaxIterations() int { return g.IterationLimit().N }
 
-// MaxVisits bounds the visits of each node (default 100).
-func (g *Graph) MaxVisits() int {
-	if v, ok := g.Attrs.Int("max_visits"); ok && v > 0 {
-		return v
-	}
-	return DefaultMaxVisits
-}
+// MaxVisits bounds the visits of each node: the count of VisitLimit (0: no
+// cap).
+func (g *Graph) MaxVisits() int { return g.VisitLimit().N }
 
 // StartNode is the node of handler type start, else the node with id start
 // or Start; nil when there is none (or several).
@@ -188,17 +180,9 @@ func (n *Node) Locks() []string {
 	return out
 }
 
-// MaxVisits is how often the node may run: its max_visits, else the
-// graph's (default 100).
-func (n *Node) MaxVisits(g *Graph) int {
-	if v, ok := n.Attrs.Int("max_visits"); ok && v > 0 {
-		return v
-	}
-	if g != nil {
-		return g.MaxVisits()
-	}
-	return DefaultMaxVisits
-}
+// MaxVisits is how often the node may run: the count of VisitLimit (0: no
+// cap).
+func (n *Node) MaxVisits(g *Graph) int { return n.VisitLimit(g).N }
 
 // Fidelity is the edge's fidelity ("" when unset).
 func (e *Edge) Fidelity() string { return e.Attrs.String("fidelity") }

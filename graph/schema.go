@@ -46,11 +46,12 @@ const (
 	AttrEnum                      // one of AttrSpec.Values
 	AttrNodeRef                   // the id of a node of the graph
 	AttrCondition                 // a condition (edges/cond)
+	AttrLimit                     // a firing cap: a count (0: none) or COUNT/DURATION (100/1h)
 )
 
 // String names the type.
 func (t AttrType) String() string {
-	return [...]string{"string", "integer", "float", "boolean", "duration", "enum", "node id", "condition"}[t]
+	return [...]string{"string", "integer", "float", "boolean", "duration", "enum", "node id", "condition", "limit"}[t]
 }
 
 // AttrSpec describes one attribute Switchyard reads: where it is written,
@@ -105,8 +106,8 @@ var attrTable = []AttrSpec{
 	attr("tool_hooks.pre", scopeGN, AttrString, "", "a command run before every tool call"),
 	attr("tool_hooks.post", scopeGN, AttrString, "", "a command run after every tool call"),
 	enum("kind", ScopeGraph, "pipeline", "session makes a reactive session", "pipeline", "session"),
-	attr("max_iterations", ScopeGraph|ScopeNode, AttrInteger, "10000", "graph: node firings of a whole run; node: firings of the node").atLeast(1),
-	attr("max_visits", scopeGN, AttrInteger, "100", "how often one node may run").atLeast(1),
+	attr("max_iterations", ScopeGraph|ScopeNode, AttrLimit, "10000", "graph: node firings of a whole run; node: firings of the node (sessions: no default; 0: no limit; 100/1h: at most 100 in any hour, the node waits)"),
+	attr("max_visits", scopeGN, AttrLimit, "100", "how often one node may run (sessions: no default; 0: no limit; 100/1h: at most 100 in any hour, the node waits)"),
 	attr("max_in_flight", ScopeGraph, AttrInteger, "", "at most this many handlers run at once (unset: no cap)").atLeast(0),
 	attr("stall_timeout", ScopeGraph, AttrDuration, "", "stop the session when nothing happened for this long"),
 	attr("workflow_mode", ScopeGraph, AttrString, "", "a free-form mode the handlers read"),
@@ -226,6 +227,10 @@ func (a AttrSpec) Check(text string) error {
 		}
 		if _, err := ParseDuration(text); err != nil {
 			return fmt.Errorf("want a duration like 250ms, 30s, 15m, 2h, 1d")
+		}
+	case AttrLimit:
+		if _, err := ParseLimit(t); err != nil {
+			return err
 		}
 	case AttrEnum:
 		if text == "" {

@@ -55,8 +55,19 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		return nil, &Wait{Stop: true, Err: err, Cause: cause, Reason: reason},
 			[]Event{{Kind: kind, Node: node, Reason: reason, Fields: fields}}, wake
 	}
-	if reason, fields, ok := s.iters.check(node, nc.MaxIterations, s.cfg.MaxIterations); !ok {
-		return stop(ErrMaxIterations, EventIterationsExceeded, CauseMaxIterations, reason, fields)
+	now := s.clk.Now()
+	if c := s.iters.check(node, nc.MaxIterations, s.cfg.MaxIterations, now); !c.ok {
+		if c.until.IsZero() {
+			return stop(ErrMaxIterations, EventIterationsExceeded, CauseMaxIterations, c.reason, c.fields)
+		}
+		// A windowed cap: the node waits for the window to let it in.
+		var evs []Event
+		if st := s.states[node]; st == nil || st.State != StateWaiting || st.Cause != CauseIterationWindow {
+			evs = []Event{{Kind: EventIterationsWaiting, Node: node, Reason: c.reason, Fields: c.fields}}
+		}
+		s.setState(node, StateWaiting, CauseIterationWindow, c.reason, c.fields)
+		s.armWindow(node, c.until.Sub(now))
+		return nil, &Wait{Cause: CauseIterationWindow, Reason: c.reason}, evs, nil
 	}
 	if b, d, spent := s.spentBudget(node); spent {
 		reason, fields := budgetSpent(b, d)
@@ -89,8 +100,8 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		evs = append(evs, Event{Kind: EventLockAcquired, Node: node, Reason: "holds " + paths,
 			Fields: map[string]string{"paths": paths}})
 	}
-	s.iters.count(node)
-	t := &Ticket{Node: node, Start: s.clk.Now()}
+	s.iters.count(node, nc.MaxIterations, s.cfg.MaxIterations, now)
+	t := &Ticket{Node: node, Start: now}
 	s.eachBudget(node, func(b *budget) {
 		if left, ok := b.remaining(); ok {
 			if dl := t.Start.Add(left); t.Deadline.IsZero() || dl.Before(t.Deadline) {
@@ -102,6 +113,18 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 	s.setState(node, StateRunning, "", "", nil)
 	s.armWatchdog()
 	return t, nil, evs, nil
+}
+
+// armWindow sends node a NoticeAdmit after d, when its firing window
+// lets the next firing in (one timer per node).
+func (s *Scheduler) armWindow(node string, d time.Duration) {
+	if s.closed {
+		return
+	}
+	if t := s.windows[node]; t != nil {
+		t.Stop()
+	}
+	s.windows[node] = s.clk.AfterFunc(d, func() { s.notify(Notice{Node: node, Kind: NoticeAdmit}) })
 }
 
 // stopLocked stops a node for good and takes it out of every queue; it
@@ -242,7 +265,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 	evs, cancel, wake := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
 	if w := s.stalls[t.Node]; w != nil {
 		if stalled, evidence := w.observe(r); stalled {
-			reason := fmt.Sprintf("node %s stalled: the same result %d times in a row (%s)", t.Node, w.after, evidence)
+			reason := fmt.Sprintf("node %s stalled: the same input and the same result %d times in a row (%s)", t.Node, w.after, evidence)
 			fields := map[string]string{"evidence": evidence, "repeats": itoa(w.after)}
 			wake = append(wake, s.stopLocked(t.Node, ErrStalled, CauseStalled, reason, fields)...)
 			evs = append(evs, Event{Kind: EventStallDetected, Node: t.Node, Reason: reason, Fields: fields})

@@ -29,14 +29,16 @@ func (l Limits) empty() bool { return l.Time == 0 && l.Tokens == 0 && l.Cost == 
 
 // NodeConfig is what the scheduler reads of a node.
 type NodeConfig struct {
-	ID            string
-	Trigger       string
-	Join          string // all, any, quorum:N
-	Quorum        int
-	JoinTimeout   time.Duration
-	Schedule      string
-	Upstream      []string // edge ids of the node's incoming edges
-	MaxIterations int
+	ID          string
+	Trigger     string
+	Join        string // all, any, quorum:N
+	Quorum      int
+	JoinTimeout time.Duration
+	Schedule    string
+	Upstream    []string // edge ids of the node's incoming edges
+	// MaxIterations caps the node's firings (N 0: none); with a Window the
+	// node waits instead of stopping.
+	MaxIterations graph.Limit
 	Budget        Limits
 	Scopes        []string // budget scopes above the node: subgraphs, then the graph
 	StallAfter    int
@@ -45,8 +47,10 @@ type NodeConfig struct {
 
 // Config is the scheduler's view of a graph.
 type Config struct {
-	Nodes         map[string]*NodeConfig
-	MaxIterations int
+	Nodes map[string]*NodeConfig
+	// MaxIterations caps the session's node firings (N 0: none); with a
+	// Window every node waits instead of stopping.
+	MaxIterations graph.Limit
 	MaxInFlight   int
 	StallTimeout  time.Duration
 	Scopes        map[string]Limits // subgraph and graph budgets by scope name
@@ -82,10 +86,11 @@ func limitsOf(a graph.Attrs) (Limits, error) {
 }
 
 // ConfigFrom reads a graph's scheduling attributes: the graph's
-// (max_iterations, default 10,000; max_in_flight; stall_timeout; budgets),
+// (max_iterations: graph.IterationLimit, a pipeline's default 10,000, a
+// session's none; max_in_flight; stall_timeout; budgets),
 // each subgraph's budgets, and every node's (NodeConfigFrom).
 func ConfigFrom(g *graph.Graph) (*Config, error) {
-	cfg := &Config{Nodes: map[string]*NodeConfig{}, MaxIterations: g.MaxIterations(), Scopes: map[string]Limits{}}
+	cfg := &Config{Nodes: map[string]*NodeConfig{}, MaxIterations: g.IterationLimit(), Scopes: map[string]Limits{}}
 	if v, ok := g.Attrs.Int("max_in_flight"); ok {
 		cfg.MaxInFlight = v
 	}
@@ -140,7 +145,8 @@ func subgraphScopes(g *graph.Graph) (map[string]Limits, map[string][]string, err
 // NodeConfigFrom reads one node's scheduling attributes: trigger (default
 // any, all for a fan-in node with several incoming edges), join,
 // join_timeout, schedule, max_iterations (else max_visits, else the
-// graph's max_visits, default 100), budgets, stall_after (node, else
+// graph's max_visits: graph.Node.VisitLimit, a pipeline's default 100, a
+// session's none), budgets, stall_after (node, else
 // graph, default 3), locks; and its upstream edges and budget scopes.
 func NodeConfigFrom(g *graph.Graph, n *graph.Node) (*NodeConfig, error) {
 	_, memberOf, err := subgraphScopes(g)
@@ -153,7 +159,7 @@ func NodeConfigFrom(g *graph.Graph, n *graph.Node) (*NodeConfig, error) {
 func nodeConfig(g *graph.Graph, n *graph.Node, subgraphs []string) (*NodeConfig, error) {
 	var err error
 	nc := &NodeConfig{ID: n.ID, Trigger: n.Attrs.String("trigger"), Join: n.Attrs.String("join"),
-		Schedule: n.Attrs.String("schedule"), MaxIterations: g.MaxVisits(), StallAfter: DefaultStallAfter}
+		Schedule: n.Attrs.String("schedule"), MaxIterations: n.VisitLimit(g), StallAfter: DefaultStallAfter}
 	if nc.Trigger == "" {
 		nc.Trigger = TriggerAny
 		if g.HandlerType(n) == graph.TypeFanIn && len(g.Incoming(n.ID)) > 1 {
@@ -194,12 +200,6 @@ func nodeConfig(g *graph.Graph, n *graph.Node, subgraphs []string) (*NodeConfig,
 	}
 	for _, e := range g.Incoming(n.ID) {
 		nc.Upstream = append(nc.Upstream, edges.EdgeID(e))
-	}
-	if v, ok := n.Attrs.Int("max_visits"); ok {
-		nc.MaxIterations = v
-	}
-	if v, ok := n.Attrs.Int("max_iterations"); ok {
-		nc.MaxIterations = v
 	}
 	if v, ok := n.Attrs.Int("stall_after"); ok {
 		nc.StallAfter = v

@@ -9,6 +9,7 @@ const (
 	EventBudgetThreshold    = "budget.threshold"    // a budget crossed 80%
 	EventBudgetExceeded     = "budget.exceeded"     // a budget reached 100% (or a node was refused for it)
 	EventIterationsExceeded = "iterations.exceeded" // a node or the session reached its firing cap
+	EventIterationsWaiting  = "iterations.waiting"  // a node reached a windowed firing cap (N/window): it waits
 	EventStallDetected      = "stall.detected"      // a node repeats itself, or the session made no progress
 )
 

@@ -253,10 +253,10 @@ func TestNodeConfigFrom(t *testing.T) {
 		want scheduler.NodeConfig
 	}{
 		{"a", scheduler.NodeConfig{ID: "a", Trigger: "all", Join: "quorum:1", Quorum: 1, JoinTimeout: 90 * time.Second,
-			MaxIterations: 100, Budget: scheduler.Limits{Tokens: 10}, Scopes: []string{"subgraph:cluster_x", "graph"},
+			Budget: scheduler.Limits{Tokens: 10}, Scopes: []string{"subgraph:cluster_x", "graph"},
 			StallAfter: 5, Locks: []string{"src/", "go.mod"}}},
 		{"c", scheduler.NodeConfig{ID: "c", Trigger: "all", Join: "all", Upstream: []string{"a.c", "b.c"},
-			MaxIterations: 100, Scopes: []string{"graph"}, StallAfter: 5}},
+			Scopes: []string{"graph"}, StallAfter: 5}},
 	} {
 		t.Run(tc.node, func(t *testing.T) {
 			nc, err := scheduler.NodeConfigFrom(g, g.Node(tc.node))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/scheduler"
 )
 
@@ -95,6 +96,56 @@ func TestStallDetection(t *testing.T) {
 	require.Equal(t, "stall.detected", evs[0].Kind)
 }
 
+// TestStallNeedsSameInput: the same reply to different inputs is not a
+// stall, nor are firings on clock ticks; the same input answered the same
+// way is.
+func TestStallNeedsSameInput(t *testing.T) {
+	s, _, _ := newSched(t, `digraph g { kind=session; a; cron [trigger=schedule, schedule="@every 1s"] }`)
+	for i := 0; i < 10; i++ {
+		evs := s.Release(admit(t, s, "a"), scheduler.Result{InputHash: "event-" + itoa(i), Status: "success", OutputHash: "ack"})
+		require.Empty(t, evs, "different events that get the same acknowledgement are progress")
+	}
+	for i := 0; i < 10; i++ {
+		evs := s.Release(admit(t, s, "cron"), scheduler.Result{Tick: true, Status: "success", OutputHash: "digest"})
+		require.Empty(t, evs, "a cron tick is never a stall")
+	}
+	var evs []scheduler.Event
+	for i := 0; i < 3; i++ {
+		evs = s.Release(admit(t, s, "a"), scheduler.Result{InputHash: "same", Status: "success", OutputHash: "same answer"})
+	}
+	require.Len(t, evs, 1, "the same input with the same answer three times is a stall")
+	require.Equal(t, "stall.detected", evs[0].Kind)
+	_, w, _ := s.Admit("a")
+	require.ErrorIs(t, w.Err, scheduler.ErrStalled)
+}
+
+// TestWindowedCapWaits: max_iterations="3/1h" lets three firings in per
+// hour; the fourth waits (an event, a state explain shows) and is let in
+// when the first leaves the window.
+func TestWindowedCapWaits(t *testing.T) {
+	s, clk, ns := newSched(t, `digraph g { kind=session; a [max_iterations="3/1h"] }`)
+	for i := 0; i < 3; i++ {
+		s.Release(admit(t, s, "a"), scheduler.Result{InputHash: itoa(i), Status: "success"})
+		clk.Advance(10 * time.Minute)
+	}
+	_, w, evs := s.Admit("a")
+	require.NotNil(t, w)
+	require.False(t, w.Stop, "a windowed cap makes the node wait, it does not stop it")
+	require.Equal(t, scheduler.CauseIterationWindow, w.Cause)
+	require.Len(t, evs, 1)
+	require.Equal(t, scheduler.EventIterationsWaiting, evs[0].Kind)
+	require.Contains(t, s.Explain("a"), "a is waiting: node a fired 3 times in the last 1h")
+	_, _, evs = s.Admit("a")
+	require.Empty(t, evs, "the wait is announced once")
+	clk.Advance(29 * time.Minute)
+	require.Empty(t, ns.take())
+	clk.Advance(time.Minute)
+	require.Equal(t, []scheduler.Notice{{Node: "a", Kind: "admit"}}, ns.take(), "woken when the first firing leaves the window")
+	s.Release(admit(t, s, "a"), scheduler.Result{InputHash: "x", Status: "success"})
+	_, w, _ = s.Admit("a")
+	require.NotNil(t, w, "three firings in the last hour again")
+}
+
 func TestSessionStallTimeout(t *testing.T) {
 	s, clk, ns := newSched(t, `digraph g { stall_timeout=5m; a }`)
 	clk.Advance(4 * time.Minute)
@@ -112,14 +163,21 @@ func TestSessionStallTimeout(t *testing.T) {
 func TestDefaultBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name, src         string
-		nodeMax, graphMax int
+		nodeMax, graphMax graph.Limit
 	}{
-		{"defaults", `digraph g { a }`, 100, 10000},
-		{"max_visits", `digraph g { a [max_visits=7] }`, 7, 10000},
-		{"max_iterations wins", `digraph g { max_iterations=50; a [max_visits=7, max_iterations=9] }`, 9, 50},
+		{"a pipeline's defaults", `digraph g { start [shape=Mdiamond]; exit [shape=Msquare]; a [label=a]; start -> a -> exit }`, graph.Limit{N: 100}, graph.Limit{N: 10000}},
+		{"max_visits", `digraph g { start [shape=Mdiamond]; exit [shape=Msquare]; a [label=a, max_visits=7]; start -> a -> exit }`, graph.Limit{N: 7}, graph.Limit{N: 10000}},
+		{"max_iterations wins", `digraph g { kind=session; max_iterations=50; a [max_visits=7, max_iterations=9] }`, graph.Limit{N: 9}, graph.Limit{N: 50}},
+		{"zero is unlimited", `digraph g { max_iterations=0; start [shape=Mdiamond]; exit [shape=Msquare]; a [label=a, max_visits=0]; start -> a -> exit }`, graph.Limit{}, graph.Limit{}},
+		{"a session has no default cap", `digraph g { kind=session; a }`, graph.Limit{}, graph.Limit{}},
+		{"windowed", `digraph g { kind=session; max_iterations="1000/1d"; a [max_iterations="100/1h"] }`,
+			graph.Limit{N: 100, Window: time.Hour}, graph.Limit{N: 1000, Window: 24 * time.Hour}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := config(t, tc.src)
+			g, diags := graph.Load("t.dot", []byte(tc.src))
+			require.False(t, diags.HasErrors(), "%v", diags)
+			cfg, err := scheduler.ConfigFrom(g)
+			require.NoError(t, err)
 			require.Equal(t, tc.nodeMax, cfg.Nodes["a"].MaxIterations)
 			require.Equal(t, tc.graphMax, cfg.MaxIterations)
 		})

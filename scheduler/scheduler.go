@@ -36,6 +36,7 @@ type Scheduler struct {
 	locks    lockTable
 	running  map[*Ticket]bool
 	watchdog clock.Timer
+	windows  map[string]clock.Timer // per node: when its firing window lets it in
 	closed   bool
 }
 
@@ -49,7 +50,7 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 		notify = func(Notice) {}
 	}
 	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, crons: map[string]*gateCron{},
-		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}}, budgets: map[string]*budget{},
+		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}, recent: map[string][]time.Time{}}, windows: map[string]clock.Timer{}, budgets: map[string]*budget{},
 		stalls: map[string]*stallWindow{}, stopped: map[string]error{}, running: map[*Ticket]bool{},
 		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}}
 	for scope, l := range cfg.Scopes {
@@ -151,6 +152,11 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 			delete(s.states, id)
 			delete(s.stalls, id)
 			delete(s.budgets, "node:"+id)
+			delete(s.iters.recent, id)
+			if t := s.windows[id]; t != nil {
+				t.Stop()
+				delete(s.windows, id)
+			}
 			continue
 		}
 		g, err := s.newGate(id, nc)
@@ -253,6 +259,9 @@ func (s *Scheduler) Close() {
 	}
 	if s.watchdog != nil {
 		s.watchdog.Stop()
+	}
+	for _, t := range s.windows {
+		t.Stop()
 	}
 }
 

@@ -1,6 +1,9 @@
 package scheduler
 
-import "sort"
+import (
+	"sort"
+	"time"
+)
 
 // Snapshot is the scheduler's durable state as a plain, JSON-serialisable
 // struct, for checkpoints: firing counters, budgets spent and the
@@ -22,6 +25,9 @@ type Snapshot struct {
 	Stalls     map[string][]string `json:"stalls,omitempty"`    // node -> last results, oldest first
 	Joins      map[string]Join     `json:"joins,omitempty"`     // node -> its join buffer
 	Held       map[string][]string `json:"held,omitempty"`      // manual/cron node -> ids of held inputs
+	// Windows: the times of the recent firings under windowed caps
+	// (max_iterations="N/window"), by node ("" for the session).
+	Windows map[string][]time.Time `json:"windows,omitempty"`
 }
 
 // Join is a join gate's buffer: each upstream edge's state ("waiting",
@@ -58,6 +64,14 @@ func (s *Scheduler) Snapshot() Snapshot {
 		Stalls: map[string][]string{}, Joins: map[string]Join{}, Held: map[string][]string{}}
 	for k, v := range s.iters.node {
 		snap.Iterations[k] = v
+	}
+	for k, r := range s.iters.recent {
+		if len(r) > 0 {
+			if snap.Windows == nil {
+				snap.Windows = map[string][]time.Time{}
+			}
+			snap.Windows[k] = append([]time.Time(nil), r...)
+		}
 	}
 	for k, b := range s.budgets {
 		snap.Spent[k] = b.spent
@@ -111,6 +125,9 @@ func (s *Scheduler) Restore(snap Snapshot) {
 		s.iters.node[k] = v
 	}
 	s.iters.total = snap.Total
+	for k, r := range snap.Windows {
+		s.iters.recent[k] = append([]time.Time(nil), r...)
+	}
 	for k, sp := range snap.Spent {
 		if b := s.budgets[k]; b != nil {
 			b.spent = sp

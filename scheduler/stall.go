@@ -11,6 +11,14 @@ var ErrStalled = errors.New("scheduler: stalled")
 
 // Result is what a handler run produced, as the scheduler sees it.
 type Result struct {
+	// InputHash identifies what the firing consumed (a hash of the
+	// envelopes' kinds, senders, messages and structured payloads, never
+	// their ids): equal hashes mean the same input.
+	InputHash string
+	// Tick: the firing consumed nothing but a clock tick or a trigger (a
+	// cron time, a manual trigger). Such a firing is never evidence of a
+	// stall, whatever it produced.
+	Tick   bool
 	Status string
 	// OutputHash identifies the output (a hash of response and context
 	// updates); equal hashes mean the same output.
@@ -20,7 +28,13 @@ type Result struct {
 }
 
 // stallWindow remembers a node's last results (a ring of at most after
-// keys, each "status=S output=H" or "status=S failure=F").
+// keys, each "input=I status=S output=H" or "input=I status=S failure=F").
+//
+// The rule: a node stalls when its last `after` firings (stall_after,
+// default 3) consumed the same input and produced the same outcome — the
+// same status and the same output (response and context updates), or the
+// same failure. Firings on a clock tick alone are not counted, and
+// different inputs that get the same reply are not a stall.
 type stallWindow struct {
 	after int
 	last  []string
@@ -32,12 +46,12 @@ const DefaultStallAfter = 3
 // observe records a result and reports the repeating evidence when the
 // last `after` results are the same.
 func (w *stallWindow) observe(r Result) (stalled bool, evidence string) {
-	if w.after <= 0 {
+	if w.after <= 0 || r.Tick {
 		return false, ""
 	}
-	key := "status=" + r.Status + " output=" + r.OutputHash
+	key := "input=" + r.InputHash + " status=" + r.Status + " output=" + r.OutputHash
 	if r.Failure != "" {
-		key = "status=" + r.Status + " failure=" + r.Failure
+		key = "input=" + r.InputHash + " status=" + r.Status + " failure=" + r.Failure
 	}
 	w.last = append(w.last, key)
 	if len(w.last) > w.after {

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+
+	"github.com/switchyard/switchyard/graph"
 	"sort"
 	"strings"
 	"time"
@@ -18,14 +20,15 @@ const (
 
 // Causes of a wait or a stop (GateState.Cause).
 const (
-	CauseJoinIncomplete = "join_incomplete" // Fields: missing, need, upstream
-	CauseManualPending  = "manual_pending"  // Fields: held
-	CauseNextCron       = "next_cron"       // Fields: next (RFC 3339), held
-	CauseInFlightCap    = "in_flight_cap"   // Fields: running, max, position
-	CauseLockHeld       = "lock_held"       // Fields: holder, path (queued=true: an earlier waiter goes first)
-	CauseBudgetSpent    = "budget_spent"    // Fields: scope, dimension, spent, limit
-	CauseMaxIterations  = "max_iterations"  // Fields: scope, limit
-	CauseStalled        = "stalled"         // Fields: evidence, repeats (or scope=session)
+	CauseJoinIncomplete  = "join_incomplete"  // Fields: missing, need, upstream
+	CauseManualPending   = "manual_pending"   // Fields: held
+	CauseNextCron        = "next_cron"        // Fields: next (RFC 3339), held
+	CauseInFlightCap     = "in_flight_cap"    // Fields: running, max, position
+	CauseLockHeld        = "lock_held"        // Fields: holder, path (queued=true: an earlier waiter goes first)
+	CauseBudgetSpent     = "budget_spent"     // Fields: scope, dimension, spent, limit
+	CauseMaxIterations   = "max_iterations"   // Fields: scope, limit
+	CauseIterationWindow = "iteration_window" // Fields: scope, limit (N/window), until (RFC 3339)
+	CauseStalled         = "stalled"          // Fields: evidence, repeats (or scope=session)
 )
 
 // GateState is what a node is doing and, when it is not running, why.
@@ -143,10 +146,10 @@ func (s *Scheduler) Explain(node string) string {
 	if st.Reason != "" {
 		b.WriteString(": " + st.Reason)
 	}
-	fmt.Fprintf(&b, " (since %s; trigger %s; %d of %d firings", st.Since.UTC().Format(time.RFC3339), nc.Trigger,
-		s.iters.node[node], nc.MaxIterations)
-	if s.cfg.MaxIterations > 0 {
-		fmt.Fprintf(&b, "; session %d of %d firings", s.iters.total, s.cfg.MaxIterations)
+	fmt.Fprintf(&b, " (since %s; trigger %s; %d firings, %s", st.Since.UTC().Format(time.RFC3339), nc.Trigger,
+		s.iters.node[node], limitText(nc.MaxIterations))
+	if s.cfg.MaxIterations.N > 0 {
+		fmt.Fprintf(&b, "; session %d firings, %s", s.iters.total, limitText(s.cfg.MaxIterations))
 	}
 	for _, scope := range s.scopesOf(node) {
 		if bu := s.budgets[scope]; bu != nil {
@@ -171,6 +174,17 @@ func (s *Scheduler) Explain(node string) string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// limitText says a firing cap in words.
+func limitText(l graph.Limit) string {
+	switch {
+	case l.N <= 0:
+		return "no firing limit"
+	case l.Window > 0:
+		return "at most " + itoa(l.N) + " per " + graph.FormatDuration(l.Window)
+	}
+	return "limit " + itoa(l.N)
 }
 
 func sortedKeys(m map[string]string) []string {

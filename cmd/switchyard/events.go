@@ -115,7 +115,8 @@ func (r *textRenderer) render(ev *pb.Event) {
 		fmt.Fprintf(r.w, "  %-24s answer with: switchyard answer %s %s CHOICE\n", "", ev.GetSessionId(), ev.GetNode())
 	case "human.answer":
 		fmt.Fprintf(r.w, "  %-24s answered %q\n", ev.GetNode(), ev.GetMessage())
-	case "iterations.exceeded", "goal_gate.unsatisfied", "envelope.rejected", "session.restarted":
+	case "iterations.exceeded", "iterations.waiting", "budget.exceeded", "stall.detected", "node.refused",
+		"goal_gate.unsatisfied", "envelope.rejected", "session.restarted":
 		fmt.Fprintf(r.w, "  %s: %s\n", ev.GetKind(), ev.GetMessage())
 	}
 }

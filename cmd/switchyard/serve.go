@@ -148,7 +148,8 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if logsRoot == "" {
 		logsRoot = filepath.Join(".switchyard", "sessions")
 	}
-	var render func(*pb.Event)
+	// A live log for people by default; --json prints every event.
+	render := (&serveLog{w: stdout}).render
 	if f.json {
 		r := newJSONRenderer(stdout)
 		var mu sync.Mutex

@@ -214,6 +214,9 @@ func TestServe(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("watch did not end when the session stopped")
 	}
+	// serve's own output is a live log for people (no --json).
+	require.Regexp(t, `(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d s1  a +success `, stdout.String())
+	require.Regexp(t, `(?m) s1  envelope.rejected: .*bad JSON envelope`, stdout.String())
 	require.Contains(t, watchOut.String(), "node.completed  a  success")
 	require.Contains(t, watchOut.String(), "envelope.rejected")
 	require.Contains(t, watchOut.String(), "session.stopped")
