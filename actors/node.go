@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
@@ -422,7 +423,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	cancel := func() { cancelCause(errBudgetCancel) }
 	if !t.Deadline.IsZero() {
 		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, t.Deadline, errTimeBudget)
+		ctx, stop = clock.WithDeadlineCause(ctx, a.s.clk, t.Deadline, errTimeBudget)
 		inner := cancel
 		cancel = func() { inner(); stop() }
 	}

@@ -143,7 +143,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 func (a *nodeActor) call(ctx context.Context, j *job, in *nodes.Input) (o *nodes.Outcome) {
 	if d, ok := j.node.Timeout(); ok && d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = clock.WithTimeout(ctx, a.s.clk, d)
 		defer cancel()
 	}
 	defer func() {

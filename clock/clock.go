@@ -230,3 +230,67 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
 		return false
 	}
 }
+
+// WithDeadline is context.WithDeadline on c: the returned context is done
+// when c reaches d (its Err is then context.DeadlineExceeded) or when the
+// parent is. On the real clock it is context.WithDeadline; on a Fake clock
+// the deadline passes only when the test advances the clock past it.
+func WithDeadline(parent context.Context, c Clock, d time.Time) (context.Context, context.CancelFunc) {
+	return WithDeadlineCause(parent, c, d, nil)
+}
+
+// WithTimeout is WithDeadline(parent, c, c.Now().Add(timeout)).
+func WithTimeout(parent context.Context, c Clock, timeout time.Duration) (context.Context, context.CancelFunc) {
+	return WithDeadline(parent, c, c.Now().Add(timeout))
+}
+
+// WithDeadlineCause is WithDeadline that sets the context's cause (see
+// context.Cause) to cause when the deadline passes; a nil cause means
+// context.DeadlineExceeded.
+func WithDeadlineCause(parent context.Context, c Clock, d time.Time, cause error) (context.Context, context.CancelFunc) {
+	if _, ok := c.(realClock); ok || c == nil {
+		return context.WithDeadlineCause(parent, d, cause)
+	}
+	if cause == nil {
+		cause = context.DeadlineExceeded
+	}
+	inner, cancel := context.WithCancelCause(parent)
+	dc := &deadlineCtx{Context: inner, deadline: d}
+	expire := func() {
+		dc.mu.Lock()
+		defer dc.mu.Unlock()
+		if inner.Err() == nil {
+			dc.expired = true
+			cancel(cause)
+		}
+	}
+	left := d.Sub(c.Now())
+	if left <= 0 {
+		expire()
+		return dc, func() { cancel(context.Canceled) }
+	}
+	t := c.AfterFunc(left, expire)
+	return dc, func() {
+		t.Stop()
+		cancel(context.Canceled)
+	}
+}
+
+// deadlineCtx is a context whose deadline is kept by a Clock.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+	mu       sync.Mutex
+	expired  bool
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *deadlineCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.expired {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}

@@ -1,6 +1,8 @@
 package clock_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -68,4 +70,61 @@ func TestReal(t *testing.T) {
 		t.Fatal("a real timer did not fire")
 	}
 	require.WithinDuration(t, time.Now(), c.Now(), time.Second)
+}
+
+func TestWithTimeoutOnFakeClock(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	ctx, cancel := clock.WithTimeout(context.Background(), f, time.Minute)
+	defer cancel()
+	dl, ok := ctx.Deadline()
+	require.True(t, ok)
+	require.Equal(t, time.Unix(60, 0), dl, "the deadline is on the fake clock")
+	f.Advance(59 * time.Second)
+	require.NoError(t, ctx.Err(), "not done before the fake deadline")
+	f.Advance(time.Second)
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("the context is not done at its fake deadline")
+	}
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+	cancel()
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "a later cancel does not change the error")
+}
+
+func TestWithDeadlineCauseAndCancel(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	why := errors.New("the time budget ran out")
+	ctx, cancel := clock.WithDeadlineCause(context.Background(), f, time.Unix(10, 0), why)
+	f.Advance(10 * time.Second)
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(ctx), why)
+	cancel()
+
+	ctx, cancel = clock.WithDeadline(context.Background(), f, f.Now().Add(time.Second))
+	cancel()
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "cancelled before the deadline")
+	require.Equal(t, 0, f.Pending(), "cancel stops the clock's timer")
+	f.Advance(time.Hour)
+	require.ErrorIs(t, ctx.Err(), context.Canceled)
+
+	past, cancel := clock.WithDeadline(context.Background(), f, f.Now().Add(-time.Second))
+	defer cancel()
+	require.ErrorIs(t, past.Err(), context.DeadlineExceeded, "a deadline already past is done at once")
+
+	parent, pcancel := context.WithCancel(context.Background())
+	child, cancel := clock.WithTimeout(parent, f, time.Hour)
+	defer cancel()
+	pcancel()
+	<-child.Done()
+	require.ErrorIs(t, child.Err(), context.Canceled, "the parent's cancel reaches the child")
+	f.Advance(2 * time.Hour)
+	require.ErrorIs(t, child.Err(), context.Canceled)
+}
+
+func TestWithTimeoutOnRealClock(t *testing.T) {
+	ctx, cancel := clock.WithTimeout(context.Background(), clock.Real(), -time.Second)
+	defer cancel()
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 }

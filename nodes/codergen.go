@@ -143,7 +143,7 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 		}
 	})
 	if guard != nil {
-		if v := guard.finish(ctx); v != nil {
+		if v := guard.finish(ctx, r.deps.Clock); v != nil {
 			o := &Outcome{Status: StatusFail, FailureReason: v.reason()}
 			if err != nil {
 				o.FailureReason += "; the agent also failed: " + err.Error()

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/switchyard/switchyard/clock"
 )
 
 // WorkflowPlanning is the workflow_mode in which agents may change files
@@ -139,10 +141,10 @@ func listPaths(ps []string) string {
 
 // finish compares the work tree with the snapshot, reverts the changes
 // outside docs/ it can and returns what was changed (nil: nothing).
-func (g *planningGuard) finish(ctx context.Context) *planningViolation {
+func (g *planningGuard) finish(ctx context.Context, clk clock.Clock) *planningViolation {
 	// The run may have ended by its context (a timeout): the check and
 	// the revert still happen.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	ctx, cancel := clock.WithTimeout(context.WithoutCancel(ctx), clk, time.Minute)
 	defer cancel()
 	if g.git != nil {
 		return g.finishGit(ctx)

@@ -102,7 +102,7 @@ func (j *journal) flushLocked() error {
 	last := batch[len(batch)-1]
 	if last.seq/snapshotEvery != (batch[0].seq-1)/snapshotEvery || j.status != "running" {
 		crash.Point("before-snapshot")
-		ctx, cancel := context.WithTimeout(context.Background(), broker.RideThrough+time.Minute)
+		ctx, cancel := clock.WithTimeout(context.Background(), j.clk, broker.RideThrough+time.Minute)
 		defer cancel()
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
@@ -131,7 +131,7 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 		}
 		acks = append(acks, f)
 	}
-	wait := time.NewTimer(30 * time.Second) // an acknowledgement that never comes
+	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
 	defer wait.Stop()
 	for i, r := range batch {
 		if i < len(acks) {
@@ -142,7 +142,7 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 				if !broker.Transient(err) {
 					return err
 				}
-			case <-wait.C:
+			case <-wait.C():
 				acks = acks[:i] // the rest is written the patient way
 			}
 		}
@@ -155,7 +155,7 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 
 // putRecord writes one record, riding through a server restart.
 func (j *journal) putRecord(seq uint64, data []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), broker.RideThrough+time.Minute)
+	ctx, cancel := clock.WithTimeout(context.Background(), j.clk, broker.RideThrough+time.Minute)
 	defer cancel()
 	return putKV(ctx, j.kv, recordKey(seq), data)
 }
