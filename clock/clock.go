@@ -246,7 +246,8 @@ func WithTimeout(parent context.Context, c Clock, timeout time.Duration) (contex
 
 // WithDeadlineCause is WithDeadline that sets the context's cause (see
 // context.Cause) to cause when the deadline passes; a nil cause means
-// context.DeadlineExceeded.
+// context.DeadlineExceeded. Contexts derived from the returned one see
+// context.DeadlineExceeded too, as with the context package's deadlines.
 func WithDeadlineCause(parent context.Context, c Clock, d time.Time, cause error) (context.Context, context.CancelFunc) {
 	if _, ok := c.(realClock); ok || c == nil {
 		return context.WithDeadlineCause(parent, d, cause)
@@ -254,43 +255,73 @@ func WithDeadlineCause(parent context.Context, c Clock, d time.Time, cause error
 	if cause == nil {
 		cause = context.DeadlineExceeded
 	}
-	inner, cancel := context.WithCancelCause(parent)
-	dc := &deadlineCtx{Context: inner, deadline: d}
+	inner, cancelInner := context.WithCancelCause(parent)
+	outer, cancelOuter := context.WithCancel(context.Background())
+	dc := &deadlineCtx{inner: inner, outer: outer, deadline: d}
+	// outer is done once inner is and the error is decided: Done and
+	// AfterFunc (how derived contexts follow this one) watch it.
+	context.AfterFunc(inner, func() {
+		dc.mu.Lock()
+		if dc.err == nil {
+			dc.err = inner.Err()
+		}
+		dc.mu.Unlock()
+		cancelOuter()
+	})
 	expire := func() {
 		dc.mu.Lock()
-		defer dc.mu.Unlock()
-		if inner.Err() == nil {
-			dc.expired = true
-			cancel(cause)
+		if dc.err == nil && inner.Err() == nil {
+			dc.err = context.DeadlineExceeded
 		}
+		dc.mu.Unlock()
+		cancelInner(cause)
+		cancelOuter()
+	}
+	stop := func() {
+		cancelInner(context.Canceled)
+		dc.mu.Lock()
+		if dc.err == nil {
+			dc.err = inner.Err()
+		}
+		dc.mu.Unlock()
+		cancelOuter()
 	}
 	left := d.Sub(c.Now())
 	if left <= 0 {
 		expire()
-		return dc, func() { cancel(context.Canceled) }
+		return dc, stop
 	}
 	t := c.AfterFunc(left, expire)
 	return dc, func() {
 		t.Stop()
-		cancel(context.Canceled)
+		stop()
 	}
 }
 
 // deadlineCtx is a context whose deadline is kept by a Clock.
 type deadlineCtx struct {
-	context.Context
+	inner    context.Context // cancelled (with the cause) when it ends
+	outer    context.Context // done once err is set
 	deadline time.Time
 	mu       sync.Mutex
-	expired  bool
+	err      error
 }
 
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *deadlineCtx) Done() <-chan struct{}       { return c.outer.Done() }
+func (c *deadlineCtx) Value(key any) any           { return c.inner.Value(key) }
 
 func (c *deadlineCtx) Err() error {
+	select {
+	case <-c.outer.Done():
+	default:
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.expired {
-		return context.DeadlineExceeded
-	}
-	return c.Context.Err()
+	return c.err
 }
+
+// AfterFunc lets contexts derived from c follow it without a goroutine
+// each (the context package looks for this method).
+func (c *deadlineCtx) AfterFunc(f func()) func() bool { return context.AfterFunc(c.outer, f) }

@@ -128,3 +128,16 @@ func TestWithTimeoutOnRealClock(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 }
+
+func TestDerivedContextsSeeTheDeadline(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	why := errors.New("budget")
+	ctx, cancel := clock.WithDeadlineCause(context.Background(), f, time.Unix(10, 0), why)
+	defer cancel()
+	child, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	f.Advance(10 * time.Second)
+	<-child.Done()
+	require.ErrorIs(t, child.Err(), context.DeadlineExceeded, "a derived context sees the deadline")
+	require.ErrorIs(t, context.Cause(child), why)
+}
