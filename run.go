@@ -313,13 +313,26 @@ func (e *Execution) Wait(ctx context.Context) (*Report, error) {
 func (e *Execution) Stop() *Report { return e.finish() }
 
 // Answer answers the human gate of node with choice (a key, label or
-// target), as `switchyard answer` does.
+// target), as `switchyard answer` does. A choice that matches no option
+// (or a node that is not a human gate) is refused with an error listing
+// the options; an answer sent before the question is kept for it.
 func (e *Execution) Answer(node, choice string) error {
 	data, err := json.Marshal(session.AnswerMessage{Node: node, Choice: choice, By: "go"})
 	if err != nil {
 		return err
 	}
-	return e.b.Conn().Publish(broker.Control(e.s.ID(), "answer"), data)
+	msg, err := e.b.Conn().Request(broker.Control(e.s.ID(), "answer"), data, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("switchyard: answer %s: %w", node, err)
+	}
+	var r session.AnswerReply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return fmt.Errorf("switchyard: answer %s: %w", node, err)
+	}
+	if !r.OK {
+		return fmt.Errorf("switchyard: answer refused: %s", r.Error)
+	}
+	return nil
 }
 
 // Close stops the session if it runs and ends the event stream (events

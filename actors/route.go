@@ -249,6 +249,21 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 	if o.Continue != "" && o.Status != nodes.StatusFail {
 		return a.continueRoute(j, o, ctx, bs), nil
 	}
+	if g.Kind() == "session" && a.typ == graph.TypeHuman {
+		// A human gate's routing policy is to select, in sessions as in
+		// pipelines: the answer's edge only. A gate with no answer follows
+		// only an edge whose condition names the failure.
+		var e *graph.Edge
+		if o.Status == nodes.StatusFail {
+			e = edges.Match(g, a.node.ID, env, ctx)
+		} else {
+			e = edges.Select(g, a.node.ID, env, ctx)
+		}
+		if e == nil {
+			return a.endOfPath(j, o, ctx, bs)
+		}
+		return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
+	}
 	if g.Kind() == "session" || a.typ == graph.TypeParallel {
 		sel := edges.Broadcast(g, a.node.ID, env, ctx)
 		if len(sel) == 0 {

@@ -18,7 +18,9 @@ import (
 // both the chosen edge's label and its target). The node's `timeout` is
 // the question's: when it passes on Clock (or the node's deadline ends the
 // wait) the answer is TIMEOUT, which takes human.default_choice, else
-// asks for a retry.
+// asks for a retry. An answer that matches no option is refused (a
+// human.answer.refused event naming the options) and the question is asked
+// again, up to MaxRefusedAnswers times: it is never mapped to an option.
 type Human struct {
 	Interviewer Interviewer
 	// Clock times the question's timeout; nil is the real clock.
@@ -93,38 +95,70 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 			f["option."+o.Key] = o.Label
 		}
 	})
-	a, err := h.ask(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	if a.Value == "" && a.Text != "" {
-		a.Value = a.Text
-	}
-	emit(in, "human.answer", a.Value, func(f map[string]any) { f["by"] = a.By })
 	updates := map[string]string{}
-	if a.By != "" {
-		updates["human.gate.answered_by"] = a.By
-	}
-	if !a.At.IsZero() {
-		updates["human.gate.answered_at"] = a.At.UTC().Format(time.RFC3339)
-	}
-	switch a.Value {
-	case AnswerTimeout:
-		if def == "" {
-			return &Outcome{Status: StatusRetry, FailureReason: "the question timed out with no default choice", ContextUpdates: updates}, nil
+	var a *Answer
+	var choice Option
+	for refused := 0; ; refused++ {
+		var err error
+		if a, err = h.ask(ctx, q); err != nil {
+			return nil, err
 		}
-		a = &Answer{Value: def, By: "default", At: a.At}
-		updates["human.gate.timed_out"] = "true"
-		updates["human.gate.answered_by"] = "default"
-	case AnswerSkipped, "":
-		return &Outcome{Status: StatusFail, FailureReason: "no answer for human gate " + in.Node.ID, ContextUpdates: updates}, nil
-	}
-	if qt == FreeText {
-		updates["human.gate.text"] = a.Text
-		if len(opts) == 0 {
-			return &Outcome{Status: StatusSuccess, ContextUpdates: updates, Response: a.Text}, nil
+		if a.Value == "" && a.Text != "" {
+			a.Value = a.Text
+		}
+		emit(in, "human.answer", a.Value, func(f map[string]any) { f["by"] = a.By })
+		clear(updates)
+		if a.By != "" {
+			updates["human.gate.answered_by"] = a.By
+		}
+		if !a.At.IsZero() {
+			updates["human.gate.answered_at"] = a.At.UTC().Format(time.RFC3339)
+		}
+		switch a.Value {
+		case AnswerTimeout:
+			if def == "" {
+				return &Outcome{Status: StatusRetry, FailureReason: "the question timed out with no default choice", ContextUpdates: updates}, nil
+			}
+			a = &Answer{Value: def, By: "default", At: a.At}
+			updates["human.gate.timed_out"] = "true"
+			updates["human.gate.answered_by"] = "default"
+		case AnswerSkipped, "":
+			return &Outcome{Status: StatusFail, FailureReason: "no answer for human gate " + in.Node.ID, ContextUpdates: updates}, nil
+		}
+		if qt == FreeText {
+			updates["human.gate.text"] = a.Text
+			if len(opts) == 0 {
+				return &Outcome{Status: StatusSuccess, ContextUpdates: updates, Response: a.Text}, nil
+			}
+		}
+		var ok bool
+		if choice, ok = resolve(qt, opts, a, updates); ok {
+			break
+		}
+		// An answer that matches no option is refused, never mapped to
+		// an option: the question stays open.
+		why := UnmatchedAnswer(in.Node.ID, opts, a.Value).Error()
+		emit(in, "human.answer.refused", why, func(f map[string]any) { f["answer"] = a.Value; f["by"] = a.By })
+		if a.By == "default" {
+			return &Outcome{Status: StatusFail, FailureReason: "human.default_choice: " + why, ContextUpdates: updates}, nil
+		}
+		if refused+1 >= MaxRefusedAnswers {
+			return &Outcome{Status: StatusFail, FailureReason: fmt.Sprintf("%d answers matched no option: %s", refused+1, why), ContextUpdates: updates}, nil
 		}
 	}
+	updates["human.gate.selected"] = choice.Key
+	updates["human.gate.label"] = choice.Label
+	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
+		ContextUpdates: updates, Response: choice.Label}, nil
+}
+
+// MaxRefusedAnswers is how many answers matching no option a human gate
+// refuses (asking again each time) before it fails.
+const MaxRefusedAnswers = 10
+
+// resolve finds the option an answer chooses (recording multi-select
+// choices in updates).
+func resolve(qt QuestionType, opts []Option, a *Answer, updates map[string]string) (Option, bool) {
 	choice, ok := Match(opts, a.Value)
 	if len(a.Selected) > 0 {
 		// The interviewer chose options itself: trust them when they are
@@ -145,34 +179,65 @@ func (h *Human) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	if !ok && qt == MultiSelect {
 		var keys []string
 		for _, part := range strings.Split(a.Value, ",") {
-			if o, ok2 := Match(opts, part); ok2 {
-				keys = append(keys, o.Key)
-				if !ok {
-					choice, ok = o, true
-				}
+			o, found := Match(opts, part)
+			if !found {
+				return Option{}, false // every part must name an option
+			}
+			keys = append(keys, o.Key)
+			if !ok {
+				choice, ok = o, true
 			}
 		}
 		updates["human.gate.selected_all"] = strings.Join(keys, ",")
 	}
 	if !ok && qt == Confirm && len(opts) > 0 {
-		switch strings.ToUpper(a.Value) {
-		case AnswerYes:
+		switch strings.ToUpper(strings.TrimSpace(a.Value)) {
+		case AnswerYes, "Y":
 			choice, ok = opts[0], true
-		case AnswerNo:
+		case AnswerNo, "N":
 			if len(opts) > 1 {
 				choice, ok = opts[1], true
 			}
 		}
 	}
-	if !ok {
-		// The spec: an answer that matches nothing takes the first choice.
-		choice = opts[0]
-		updates["human.gate.unmatched_answer"] = a.Value
+	if !ok && qt == FreeText && len(opts) > 0 && strings.TrimSpace(a.Value) != "" {
+		// Free text is the content, not a choice: it follows the first
+		// edge unless it names another.
+		choice, ok = opts[0], true
 	}
-	updates["human.gate.selected"] = choice.Key
-	updates["human.gate.label"] = choice.Label
-	return &Outcome{Status: StatusSuccess, PreferredLabel: choice.Label, SuggestedNextIDs: []string{choice.Target},
-		ContextUpdates: updates, Response: choice.Label}, nil
+	return choice, ok
+}
+
+// CheckAnswer reports whether answer chooses an option of a question of
+// type qt (free text takes anything); the error lists the options.
+func CheckAnswer(node string, qt QuestionType, opts []Option, answer string) error {
+	if qt == FreeText && strings.TrimSpace(answer) != "" {
+		return nil
+	}
+	if _, ok := resolve(qt, opts, &Answer{Value: answer}, map[string]string{}); ok {
+		return nil
+	}
+	return UnmatchedAnswer(node, opts, answer)
+}
+
+// UnmatchedAnswer is the refusal of an answer that matches no option.
+func UnmatchedAnswer(node string, opts []Option, answer string) error {
+	return fmt.Errorf("%q matches no option of human gate %s: choose one of %s", answer, node, OptionList(opts))
+}
+
+// OptionList spells a gate's options, each as its key, its label and
+// (in parentheses) its target: "[Y] Yes (yes), [N] No (no)".
+func OptionList(opts []Option) string {
+	parts := make([]string, 0, len(opts))
+	for _, o := range opts {
+		_, rest := edges.Accelerator(o.Label)
+		label := rest
+		if o.Key != "" {
+			label = "[" + o.Key + "] " + rest
+		}
+		parts = append(parts, label+" ("+o.Target+")")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ParseQuestionType reads a question type: ours (single_select,

@@ -103,9 +103,11 @@ func TestHumanGateOutcome(t *testing.T) {
 			}},
 		{"target answer", answer(&nodes.Answer{Value: "revise"}), "", nodes.StatusSuccess, "revise", nil},
 		{"selected option", answer(&nodes.Answer{Value: "?", Selected: []nodes.Option{{Target: "revise"}}}), "", nodes.StatusSuccess, "revise", nil},
-		{"unmatched answer takes the first choice", answer(&nodes.Answer{Value: "what?"}), "", nodes.StatusSuccess, "ship",
+		{"an unmatched answer is refused and asked again", nodes.NewQueue(map[string][]string{"gate": {"what?", "R"}}), "", nodes.StatusSuccess, "revise", nil},
+		{"answers that never match fail, naming the options", answer(&nodes.Answer{Value: "what?"}), "", nodes.StatusFail, "",
 			func(t *testing.T, o *nodes.Outcome) {
-				require.Equal(t, "what?", o.ContextUpdates["human.gate.unmatched_answer"])
+				require.Contains(t, o.FailureReason, `"what?" matches no option of human gate gate: choose one of [A] Approve (ship), [R] Revise (revise)`)
+				require.Empty(t, o.SuggestedNextIDs, "never mapped to the first option")
 			}},
 		{"skipped fails", nodes.NewQueue(nil), "", nodes.StatusFail, "", nil},
 		{"no answer at all fails", answer(nil), "", nodes.StatusFail, "", nil},

@@ -25,16 +25,37 @@ type AnswerMessage struct {
 	By     string `json:"by,omitempty"`
 }
 
+// AnswerReply is the reply to an answer sent as a request (switchyard
+// answer does): OK, or the refusal with the gate's options.
+type AnswerReply struct {
+	OK bool `json:"ok"`
+	// Queued: no question is open at the node yet; the answer waits for it.
+	Queued  bool     `json:"queued,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Options []string `json:"options,omitempty"`
+}
+
+// GateLookup tells the interviewer about a node of the session's graph:
+// whether it is a human gate, and its question type and options.
+type GateLookup func(node string) (qt nodes.QuestionType, opts []nodes.Option, ok bool)
+
 // ControlInterviewer asks people through the session's subjects: the human
 // gate publishes each question as a human.question event, and the answer arrives on
 // sy.<session>.ctl.answer, as an AnswerMessage in JSON or as an envelope of
 // kind human_answer addressed to the node. Answers that arrive before the
 // question are kept for it.
+//
+// An answer is checked first: one for a node that is not a human gate, or
+// that matches none of the gate's options, is refused with the options (a
+// human.answer.refused event, and an AnswerReply when it came as a
+// request). It never reaches the gate, so it is never mapped to an option.
 type ControlInterviewer struct {
 	nc      *nats.Conn
 	session string
 	clk     clock.Clock
 	emit    func(*pb.Event)
+
+	gates GateLookup // nil: answers are not checked here
 
 	mu      sync.Mutex
 	waiting map[string]chan AnswerMessage
@@ -44,11 +65,11 @@ type ControlInterviewer struct {
 
 // NewControlInterviewer subscribes to the session's answer subject. emit
 // publishes the question events; Close unsubscribes.
-func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emit func(*pb.Event)) (*ControlInterviewer, error) {
+func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emit func(*pb.Event), gates GateLookup) (*ControlInterviewer, error) {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	c := &ControlInterviewer{nc: nc, session: sessionID, clk: clk, emit: emit,
+	c := &ControlInterviewer{nc: nc, session: sessionID, clk: clk, emit: emit, gates: gates,
 		waiting: map[string]chan AnswerMessage{}, early: map[string][]AnswerMessage{}}
 	sub, err := nc.Subscribe(broker.Control(sessionID, "answer"), c.receive)
 	if err != nil {
@@ -87,7 +108,28 @@ func (c *ControlInterviewer) receive(m *nats.Msg) {
 	if err != nil {
 		c.emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
+		c.reply(m, AnswerReply{Error: err.Error()})
 		return
+	}
+	if c.gates != nil {
+		qt, opts, ok := c.gates(a.Node)
+		if !ok {
+			why := fmt.Sprintf("node %s is not a human gate of session %s", a.Node, c.session)
+			c.emit(&pb.Event{Kind: "human.answer.refused", Node: a.Node, Message: why,
+				Attrs: []*pb.KV{{Key: "answer", Value: a.Choice}, {Key: "by", Value: a.By}}})
+			c.reply(m, AnswerReply{Error: why})
+			return
+		}
+		if err := nodes.CheckAnswer(a.Node, qt, opts, a.Choice); err != nil {
+			list := make([]string, len(opts))
+			for i, o := range opts {
+				list[i] = nodes.OptionList([]nodes.Option{o})
+			}
+			c.emit(&pb.Event{Kind: "human.answer.refused", Node: a.Node, Message: err.Error(),
+				Attrs: []*pb.KV{{Key: "answer", Value: a.Choice}, {Key: "by", Value: a.By}}})
+			c.reply(m, AnswerReply{Error: err.Error(), Options: list})
+			return
+		}
 	}
 	c.mu.Lock()
 	ch, ok := c.waiting[a.Node]
@@ -100,6 +142,17 @@ func (c *ControlInterviewer) receive(m *nats.Msg) {
 	if ok {
 		ch <- a
 	}
+	c.reply(m, AnswerReply{OK: true, Queued: !ok})
+}
+
+// reply answers a request (an answer published without a reply subject
+// gets none).
+func (c *ControlInterviewer) reply(m *nats.Msg, r AnswerReply) {
+	if m.Reply == "" {
+		return
+	}
+	data, _ := json.Marshal(r)
+	_ = m.Respond(data)
 }
 
 // Ask publishes the question and waits for its answer, the question's

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -86,8 +87,11 @@ type Session struct {
 	cfg Config
 	id  string
 	sys *actors.System
-	jr  *journal
-	ctl *ControlInterviewer
+	// sysLive is sys for goroutines that may run before it is set (the
+	// answer subscription).
+	sysLive atomic.Pointer[actors.System]
+	jr      *journal
+	ctl     *ControlInterviewer
 	// registry is the handler registry, shared with child sessions.
 	registry *nodes.Registry
 	events   chan *pb.Event // from the actors' event goroutine to eventLoop
@@ -235,6 +239,25 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	return s, nil
 }
 
+// gateOf looks a human gate up in the graph the session runs now.
+func (s *Session) gateOf(node string) (nodes.QuestionType, []nodes.Option, bool) {
+	sys := s.sysLive.Load()
+	if sys == nil {
+		// Not started yet: nothing to check against, the gate checks.
+		return nodes.FreeText, nil, true
+	}
+	g := sys.Graph()
+	n := g.Node(node)
+	if n == nil || g.HandlerType(n) != graph.TypeHuman {
+		return "", nil, false
+	}
+	qt, ok := nodes.ParseQuestionType(n.Attrs.String("human.question_type"))
+	if !ok {
+		return "", nil, false
+	}
+	return qt, nodes.Choices(g, node), true
+}
+
 func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil) }
 
 // newSessionWith makes a session, resuming from cp when it is not nil: the
@@ -299,7 +322,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	if reg == nil && (cfg.ControlAnswers || cfg.Deps.Interviewer == nil) {
 		// The built-ins ask people through the session's answer subject
 		// when the configured interviewer has no answer.
-		ctl, err := NewControlInterviewer(nc, cfg.ID, cfg.Clock, func(ev *pb.Event) { s.sys.Emit(ev) })
+		ctl, err := NewControlInterviewer(nc, cfg.ID, cfg.Clock, func(ev *pb.Event) { s.sys.Emit(ev) }, s.gateOf)
 		if err != nil {
 			return nil, fmt.Errorf("session: answers: %w", err)
 		}
@@ -385,6 +408,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		return nil, err
 	}
 	s.sys = sys
+	s.sysLive.Store(sys)
 	s.jr.schedSnap = func() *scheduler.Snapshot { snap := sys.Scheduler().Snapshot(); return &snap }
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,

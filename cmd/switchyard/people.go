@@ -151,6 +151,11 @@ func newAnswerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "answer SESSION NODE CHOICE",
 		Short: "Answer a human gate of a running session (an accelerator key, a label or a target)",
+		Long: `Answer a human gate of a running session with one of its options: an
+accelerator key, a label or a target node id. The session checks the answer:
+one that matches no option (or names a node that is not a human gate) is
+refused with the list of options and exit code 2, and the question stays open.
+An answer sent before the question is asked is kept for it.`,
 		Args:  sessionArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nc, err := c.connect()
@@ -161,15 +166,26 @@ func newAnswerCmd() *cobra.Command {
 			if by == "" {
 				by = os.Getenv("USER")
 			}
+			// A request: the session checks the answer against the gate's
+			// options and replies; a refusal is exit code 2.
 			data, _ := json.Marshal(session.AnswerMessage{Node: args[1], Choice: args[2], By: by})
-			if err := nc.Publish(broker.Control(args[0], "answer"), data); err != nil {
-				return &exitError{code: 1, err: err}
+			msg, err := nc.Request(broker.Control(args[0], "answer"), data, c.timeout)
+			if err != nil {
+				if errors.Is(err, nats.ErrNoResponders) {
+					return &exitError{code: 1, err: fmt.Errorf("no session %s on %s", args[0], c.url)}
+				}
+				return &exitError{code: 1, err: fmt.Errorf("no answer from session %s: %w (is it running?)", args[0], err)}
 			}
-			if err := nc.FlushTimeout(c.timeout); err != nil {
-				return &exitError{code: 1, err: err}
+			var r session.AnswerReply
+			if err := json.Unmarshal(msg.Data, &r); err != nil {
+				return &exitError{code: 1, err: fmt.Errorf("bad reply from session %s: %v", args[0], err)}
 			}
-			if e := nc.LastError(); e != nil {
-				return &exitError{code: 1, err: e}
+			if !r.OK {
+				return &exitError{code: 2, err: errors.New(r.Error)}
+			}
+			if r.Queued {
+				fmt.Fprintf(cmd.OutOrStdout(), "answered %s with %q (kept until its question is asked)\n", args[1], args[2])
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "answered %s with %q\n", args[1], args[2])
 			return nil

@@ -1,0 +1,131 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// served is a reactive session on the real runtime, its events on a
+// channel as well as recorded.
+type served struct {
+	*run
+	s      *session.Session
+	events chan *pb.Event
+	seen   []*pb.Event
+}
+
+func serveSession(t *testing.T, src string, edit func(*session.Config)) *served {
+	t.Helper()
+	r := newRun(t)
+	g, diags := graph.Load("test.dot", []byte(src), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	sv := &served{run: r, events: make(chan *pb.Event, 1<<16)}
+	cfg := session.Config{Graph: g, Broker: r.broker, LogsDir: r.logs, ControlAnswers: true,
+		Deps: nodes.Deps{Providers: func(string) (agent.Provider, error) { return agent.NewMock(nil), nil }, DefaultProvider: "mock"},
+		Observer: func(ev *pb.Event) {
+			r.observe(ev)
+			sv.events <- ev
+		}}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := session.Start(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	sv.s = s
+	return sv
+}
+
+// wait returns the next event of kind at node ("" any), waiting up to 20s.
+func (sv *served) wait(kind, node string) *pb.Event {
+	sv.t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-sv.events:
+			sv.seen = append(sv.seen, ev)
+			if ev.Kind == kind && (node == "" || ev.Node == node) {
+				return ev
+			}
+		case <-timeout:
+			sv.t.Fatalf("no %s event at %q", kind, node)
+		}
+	}
+}
+
+// count counts the events of kind at node seen by wait so far.
+func (sv *served) count(kind, node string) int {
+	n := 0
+	for _, ev := range sv.seen {
+		if ev.Kind == kind && (node == "" || ev.Node == node) {
+			n++
+		}
+	}
+	return n
+}
+
+func (sv *served) pub(node, text string) {
+	sv.t.Helper()
+	env := &pb.Envelope{Id: "test-" + node + "-" + text, Kind: "handoff", ToNode: node, Payload: &pb.Payload{Message: text}}
+	require.NoError(sv.t, sv.s.System().Send(context.Background(), broker.NodeIn(sv.s.ID(), node), env))
+}
+
+func (sv *served) answer(node, choice string) session.AnswerReply {
+	sv.t.Helper()
+	nc, err := sv.broker.NewConn()
+	require.NoError(sv.t, err)
+	defer nc.Close()
+	data, _ := json.Marshal(session.AnswerMessage{Node: node, Choice: choice, By: "test"})
+	msg, err := nc.Request(broker.Control(sv.s.ID(), "answer"), data, 20*time.Second)
+	require.NoError(sv.t, err)
+	var r session.AnswerReply
+	require.NoError(sv.t, json.Unmarshal(msg.Data, &r))
+	return r
+}
+
+// TestSessionGateRoutesByAnswer: a human gate in a session sends its
+// answer down the chosen edge only; an answer that matches no option is
+// refused with the options and the question stays open.
+func TestSessionGateRoutesByAnswer(t *testing.T) {
+	sv := serveSession(t, `digraph team {
+		ask [shape=hexagon, label="Deploy?"]
+		yes [prompt="deploy"]
+		no  [prompt="roll back"]
+		ask -> yes [label="[Y] Yes"]
+		ask -> no  [label="[N] No"]
+	}`, nil)
+	sv.pub("ask", "build 42 is green")
+	sv.wait("human.question", "ask")
+
+	r := sv.answer("ask", "maybe")
+	require.False(t, r.OK)
+	require.Contains(t, r.Error, `"maybe" matches no option of human gate ask: choose one of [Y] Yes (yes), [N] No (no)`)
+	require.Equal(t, []string{"[Y] Yes (yes)", "[N] No (no)"}, r.Options)
+	require.Contains(t, sv.wait("human.answer.refused", "ask").Message, "maybe")
+	r = sv.answer("yes", "Y")
+	require.False(t, r.OK)
+	require.Contains(t, r.Error, "node yes is not a human gate")
+
+	require.True(t, sv.answer("ask", "N").OK)
+	sv.wait("node.completed", "no")
+	// The gate's events all come before its outputs: by now every edge it
+	// selected is on record.
+	require.Equal(t, 1, sv.count("edge.selected", "ask"), "only the chosen edge")
+	for _, ev := range sv.seen {
+		if ev.Kind == "edge.selected" && ev.Node == "ask" {
+			require.Equal(t, "ask.no", ev.EdgeId)
+		}
+		require.False(t, ev.Kind == "node.started" && ev.Node == "yes", "the Yes branch never runs")
+	}
+}
