@@ -156,7 +156,7 @@ accelerator key, a label or a target node id. The session checks the answer:
 one that matches no option (or names a node that is not a human gate) is
 refused with the list of options and exit code 2, and the question stays open.
 An answer sent before the question is asked is kept for it.`,
-		Args:  sessionArgs(3),
+		Args: sessionArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nc, err := c.connect()
 			if err != nil {
