@@ -1,0 +1,117 @@
+package benchmark_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard/switchyard/internal/benchmark"
+)
+
+// The Go benchmarks run the code of `switchyard bench`, one figure each, b.N
+// times; the figure is reported as a metric next to ns/op.
+
+func env(b *testing.B) *benchmark.Env {
+	b.Helper()
+	e, err := benchmark.NewEnv(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(e.Close)
+	return e
+}
+
+func ctx(b *testing.B) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	return c
+}
+
+func BenchmarkChain(b *testing.B) {
+	e := env(b)
+	for _, n := range []int{10, 100, 1000} {
+		for _, durable := range []bool{false, true} {
+			b.Run(fmt.Sprintf("N=%d/durable=%v", n, durable), func(b *testing.B) {
+				d, err := benchmark.Chain(ctx(b), e, n, b.N, durable)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(d)/1e3, "µs/node")
+			})
+		}
+	}
+}
+
+func BenchmarkRawNATSChain(b *testing.B) {
+	e := env(b)
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			d, err := benchmark.RawNATSChain(ctx(b), e, n, b.N)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(d)/1e3, "µs/node")
+		})
+	}
+}
+
+func BenchmarkActorChain(b *testing.B) {
+	d, err := benchmark.ActorChain(ctx(b), 100, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(d)/1e3, "µs/node")
+}
+
+func BenchmarkIngest(b *testing.B) {
+	e := env(b)
+	for _, durable := range []bool{false, true} {
+		for _, d := range []benchmark.Delivery{benchmark.Queue, benchmark.Latest, benchmark.Join3} {
+			b.Run(fmt.Sprintf("%s/durable=%v", d, durable), func(b *testing.B) {
+				rate, err := benchmark.Ingest(ctx(b), e, d, 3*b.N, durable)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(rate, "events/s")
+			})
+		}
+	}
+}
+
+func BenchmarkRawNATSIngest(b *testing.B) {
+	rate, err := benchmark.RawNATSIngest(ctx(b), env(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "events/s")
+}
+
+func BenchmarkJetStreamIngest(b *testing.B) {
+	rate, err := benchmark.JetStreamIngest(ctx(b), env(b), b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rate, "events/s")
+}
+
+func BenchmarkFanOut(b *testing.B) {
+	d, err := benchmark.FanOut(ctx(b), env(b), 100, b.N, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(d)/1e3, "µs/branch")
+}
+
+// BenchmarkIdleSession starts a session of 10,000 idle nodes per op.
+func BenchmarkIdleSession(b *testing.B) {
+	e := env(b)
+	for b.Loop() {
+		f, err := benchmark.IdleSession(ctx(b), e, 10000, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(f.HeapPerNode, "B/node")
+		b.ReportMetric(f.GoroutinesPerNode, "goroutines/node")
+	}
+}

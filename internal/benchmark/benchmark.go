@@ -1,0 +1,219 @@
+// Package benchmark measures the runtime end to end against the floors it
+// is built on, in the same process and the same run: raw NATS subscribers
+// that decode and re-encode the Envelope, JetStream consume+ack, protoactor
+// send/receive and an in-process Go chain. `switchyard bench` prints its
+// table; the Go benchmarks of this package call the same functions.
+//
+// Every figure is a Row: the runtime's value, the baselines measured next
+// to it, the ratio to the first baseline and, where the performance issue
+// sets one, the target and whether it was met. Speed is never asserted by a
+// test: a Row that could not be measured carries the error instead.
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/switchyard/switchyard/broker"
+)
+
+// Config says what to measure.
+type Config struct {
+	// Chains are the pipeline lengths (nodes between start and exit).
+	Chains []int
+	// Events is how many outside events each ingest case publishes.
+	Events int
+	// FanOut is the number of parallel branches of the fan-out case.
+	FanOut int
+	// Idle are the node counts of the idle-session cases; the largest also
+	// gives the session start time.
+	Idle []int
+	// CLIRuns is how many times `switchyard run` is timed (0 skips it).
+	CLIRuns int
+	// Binary is the switchyard executable for the CLI case.
+	Binary string
+	// Cases keeps only these groups (chain, ingest, fanout, idle, cli);
+	// empty runs them all.
+	Cases []string
+	// MinNodes is how many node firings a chain size is repeated to at
+	// least (small chains run several times, the median is kept).
+	MinNodes int
+	// Timeout bounds one measurement.
+	Timeout time.Duration
+	// Progress receives a line per measurement (nil: none).
+	Progress io.Writer
+}
+
+// Quick is a configuration that runs everything in seconds, on tiny sizes.
+func Quick() Config {
+	return Config{Chains: []int{10, 100}, Events: 2000, FanOut: 10, Idle: []int{200}, CLIRuns: 2, MinNodes: 200, Timeout: time.Minute}
+}
+
+// Full is the configuration of the performance issue's table.
+func Full() Config {
+	return Config{Chains: []int{10, 100, 1000, 10000}, Events: 100000, FanOut: 100, Idle: []int{10000, 100000}, CLIRuns: 5,
+		MinNodes: 2000, Timeout: 5 * time.Minute}
+}
+
+// Baseline is a floor measured in the same run.
+type Baseline struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+// Row is one figure of the table.
+type Row struct {
+	Group string `json:"group"`
+	Case  string `json:"case"`
+	Unit  string `json:"unit"`
+	// Value is the runtime's figure (0 with Error).
+	Value     float64    `json:"value"`
+	Baselines []Baseline `json:"baselines,omitempty"`
+	// Ratio is Value over the first baseline's value (a cost: how many
+	// times slower; a rate: the fraction of the baseline's rate).
+	Ratio float64 `json:"ratio,omitempty"`
+	// Target is the issue's target in words, Met whether it holds.
+	Target string `json:"target,omitempty"`
+	Met    *bool  `json:"met,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Rate reports whether the row is a rate (higher is better).
+func (r Row) Rate() bool { return r.Unit == "events/s" }
+
+func (r *Row) base(name string, v float64) {
+	r.Baselines = append(r.Baselines, Baseline{Name: name, Value: v})
+	if len(r.Baselines) == 1 && v > 0 && r.Error == "" {
+		r.Ratio = r.Value / v
+	}
+}
+
+func (r *Row) ratioTarget(desc string, ok func(ratio float64) bool) {
+	r.Target = desc
+	if r.Error != "" || len(r.Baselines) == 0 {
+		f := false
+		r.Met = &f
+		return
+	}
+	m := ok(r.Ratio)
+	r.Met = &m
+}
+
+func (r *Row) valueTarget(desc string, ok func(v float64) bool) {
+	r.Target = desc
+	m := r.Error == "" && ok(r.Value)
+	r.Met = &m
+}
+
+// Env is what the measurements share: one embedded NATS server with
+// JetStream on a temporary directory (file storage, as the CLI's default).
+type Env struct {
+	Broker *broker.Broker
+	dir    string
+	own    bool
+}
+
+// NewEnv starts the embedded server in a temporary directory.
+func NewEnv(ctx context.Context) (*Env, error) {
+	dir, err := os.MkdirTemp("", "switchyard-bench-")
+	if err != nil {
+		return nil, err
+	}
+	b, err := broker.Start(ctx, broker.Config{DataDir: dir, ServerName: "bench", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Env{Broker: b, dir: dir, own: true}, nil
+}
+
+// Close stops the server and removes its directory.
+func (e *Env) Close() {
+	if e.own {
+		_ = e.Broker.Close()
+		_ = os.RemoveAll(e.dir)
+	}
+}
+
+// Run measures what cfg asks for and returns the rows in table order.
+func Run(ctx context.Context, cfg Config) ([]Row, error) {
+	env, err := NewEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	want := func(g string) bool { return len(cfg.Cases) == 0 || slices.Contains(cfg.Cases, g) }
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.MinNodes <= 0 {
+		cfg.MinNodes = 1
+	}
+	var rows []Row
+	add := func(r Row) {
+		rows = append(rows, r)
+		if cfg.Progress != nil {
+			if r.Error != "" {
+				fmt.Fprintf(cfg.Progress, "%-44s error: %s\n", r.Case, r.Error)
+			} else {
+				fmt.Fprintf(cfg.Progress, "%-44s %s\n", r.Case, fmtVal(r.Value, r.Unit))
+			}
+		}
+	}
+	if want("chain") {
+		for _, r := range chainRows(ctx, env, cfg) {
+			add(r)
+		}
+	}
+	if want("ingest") {
+		for _, r := range ingestRows(ctx, env, cfg) {
+			add(r)
+		}
+	}
+	if want("fanout") && cfg.FanOut > 0 {
+		add(fanoutRow(ctx, env, cfg))
+	}
+	if want("idle") {
+		for _, r := range idleRows(ctx, env, cfg) {
+			add(r)
+		}
+	}
+	if want("cli") && cfg.CLIRuns > 0 {
+		for _, r := range cliRows(ctx, cfg) {
+			add(r)
+		}
+	}
+	return rows, nil
+}
+
+// median of ds (ds is sorted in place).
+func median(ds []float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// reps is how many times a chain of n nodes runs to reach min firings.
+func reps(n, min int) int {
+	r := (min + n - 1) / n
+	if r < 1 {
+		r = 1
+	}
+	if r > 200 {
+		r = 200
+	}
+	return r
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func withTimeout(ctx context.Context, cfg Config) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cfg.Timeout)
+}

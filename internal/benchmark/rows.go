@@ -1,0 +1,373 @@
+package benchmark
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const (
+	unitUs     = "µs/node"
+	unitRate   = "events/s"
+	unitBytes  = "B/node"
+	unitGor    = "goroutines/node"
+	unitMs     = "ms"
+	unitBranch = "µs/branch"
+)
+
+func chainRows(ctx context.Context, env *Env, cfg Config) []Row {
+	var rows []Row
+	perNode := map[bool]map[int]float64{false: {}, true: {}}
+	for _, n := range cfg.Chains {
+		passes := reps(n, cfg.MinNodes)
+		c, cancel := withTimeout(ctx, cfg)
+		raw, rawErr := RawNATSChain(c, env, n, max(passes, 10))
+		cancel()
+		act, actErr := func() (time.Duration, error) {
+			c, cancel := withTimeout(ctx, cfg)
+			defer cancel()
+			return ActorChain(c, n, max(passes, 10))
+		}()
+		gochain := GoChain(n, max(passes, 100))
+		for _, durable := range []bool{false, true} {
+			c, cancel := withTimeout(ctx, cfg)
+			d, err := Chain(c, env, n, passes, durable)
+			cancel()
+			name := fmt.Sprintf("pipeline N=%d, no checkpoints", n)
+			if durable {
+				name = fmt.Sprintf("pipeline N=%d, checkpoints (durable)", n)
+			}
+			r := Row{Group: "chain", Case: name, Unit: unitUs, Value: us(d)}
+			if err != nil {
+				r.Error, r.Value = err.Error(), 0
+			} else {
+				perNode[durable][n] = us(d)
+			}
+			if rawErr != nil {
+				r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
+			}
+			r.base("raw NATS hop", us(raw))
+			if actErr == nil {
+				r.base("protoactor hop", us(act))
+			}
+			r.base("Go chain", us(gochain))
+			if durable {
+				r.ratioTarget("≤ 10× raw NATS", func(x float64) bool { return x <= 10 })
+			} else {
+				r.ratioTarget("≤ 3× raw NATS", func(x float64) bool { return x <= 3 })
+			}
+			rows = append(rows, r)
+		}
+	}
+	// Linearity: the per-node cost of the longest chain against N=100.
+	for _, durable := range []bool{false, true} {
+		m := perNode[durable]
+		lo, hi := 0, 0
+		for _, n := range cfg.Chains {
+			if n >= 100 && (lo == 0 || n < lo) {
+				lo = n
+			}
+			if n > hi {
+				hi = n
+			}
+		}
+		if lo == 0 || hi <= lo {
+			continue
+		}
+		what := "no checkpoints"
+		if durable {
+			what = "checkpoints"
+		}
+		r := Row{Group: "chain", Case: fmt.Sprintf("per-node growth N=%d vs N=%d, %s", hi, lo, what), Unit: "×"}
+		if m[hi] == 0 || m[lo] == 0 {
+			r.Error = "a chain did not run"
+		} else {
+			r.Value = m[hi] / m[lo]
+		}
+		r.valueTarget("≤ 1.5×", func(v float64) bool { return v <= 1.5 })
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func ingestRows(ctx context.Context, env *Env, cfg Config) []Row {
+	c, cancel := withTimeout(ctx, cfg)
+	raw, rawErr := RawNATSIngest(c, env, cfg.Events)
+	cancel()
+	c, cancel = withTimeout(ctx, cfg)
+	js, jsErr := JetStreamIngest(c, env, cfg.Events)
+	cancel()
+	var rows []Row
+	for _, durable := range []bool{false, true} {
+		for _, d := range []Delivery{Queue, Latest, Join3} {
+			c, cancel := withTimeout(ctx, cfg)
+			v, err := Ingest(c, env, d, cfg.Events, durable)
+			cancel()
+			what := "not durable"
+			if durable {
+				what = "durable"
+			}
+			r := Row{Group: "ingest", Case: fmt.Sprintf("ingest %d events, %s edge, %s", cfg.Events, d, what), Unit: unitRate, Value: v}
+			if err != nil {
+				r.Error, r.Value = err.Error(), 0
+			}
+			if durable {
+				if jsErr != nil {
+					r.Error = strings.TrimSpace(r.Error + " baseline: " + jsErr.Error())
+				}
+				r.base("JetStream consume+ack", js)
+				r.base("raw NATS subscriber", raw)
+				r.ratioTarget("≥ 50% of JetStream", func(x float64) bool { return x >= 0.5 })
+			} else {
+				if rawErr != nil {
+					r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
+				}
+				r.base("raw NATS subscriber", raw)
+				r.ratioTarget("≥ 30% of raw NATS", func(x float64) bool { return x >= 0.3 })
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
+	passes := reps(cfg.FanOut, cfg.MinNodes)
+	c, cancel := withTimeout(ctx, cfg)
+	defer cancel()
+	raw, rawErr := RawNATSFanOut(c, env, cfg.FanOut, max(passes, 10))
+	d, err := FanOut(c, env, cfg.FanOut, passes, false)
+	r := Row{Group: "fanout", Case: fmt.Sprintf("fan-out 1→%d→fan-in, no checkpoints", cfg.FanOut), Unit: unitBranch, Value: us(d)}
+	if err != nil {
+		r.Error, r.Value = err.Error(), 0
+	}
+	if rawErr != nil {
+		r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
+	}
+	r.base("raw NATS fan-out", us(raw))
+	return r
+}
+
+func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
+	var rows []Row
+	largest := 0
+	var largestStart time.Duration
+	var largestActor time.Duration
+	var startErr error
+	for _, n := range cfg.Idle {
+		base := ActorIdle(n)
+		c, cancel := withTimeout(ctx, cfg)
+		f, err := IdleSession(c, env, n, false)
+		cancel()
+		heap := Row{Group: "idle", Case: fmt.Sprintf("idle node heap, %d nodes", n), Unit: unitBytes, Value: f.HeapPerNode}
+		gor := Row{Group: "idle", Case: fmt.Sprintf("idle node goroutines, %d nodes", n), Unit: unitGor, Value: f.GoroutinesPerNode}
+		if err != nil {
+			heap.Error, gor.Error, heap.Value, gor.Value = err.Error(), err.Error(), 0, 0
+		}
+		heap.base("protoactor idle actor", base.HeapPerNode)
+		gor.base("protoactor idle actor", base.GoroutinesPerNode)
+		heap.valueTarget("≤ 2048 B", func(v float64) bool { return v <= 2048 })
+		gor.valueTarget("none of its own (< 0.01)", func(v float64) bool { return v < 0.01 })
+		rows = append(rows, heap, gor)
+		if n >= largest {
+			largest, largestStart, largestActor, startErr = n, f.Start, base.Start, err
+		}
+	}
+	if largest > 0 {
+		r := Row{Group: "idle", Case: fmt.Sprintf("session start, %d nodes", largest), Unit: unitMs, Value: ms(largestStart)}
+		if startErr != nil {
+			r.Error, r.Value = startErr.Error(), 0
+		}
+		r.base("protoactor spawn", ms(largestActor))
+		if largest >= 100000 {
+			r.valueTarget("< 2000 ms", func(v float64) bool { return v < 2000 })
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// helloDOT is examples/hello.dot.
+const helloDOT = `digraph hello {
+    graph [goal="Say hello to the world", label="Hello"]
+    start [shape=Mdiamond]
+    greet [shape=box, prompt="Write a one-line greeting for: $goal"]
+    exit  [shape=Msquare]
+    start -> greet -> exit
+}
+`
+
+// CLIRun times `switchyard run hello.dot` as a user runs it, on the store
+// in data (the embedded server), and returns the wall time.
+func CLIRun(ctx context.Context, bin, dir, data string, extra ...string) (time.Duration, error) {
+	dot := filepath.Join(dir, "hello.dot")
+	if err := os.WriteFile(dot, []byte(helloDOT), 0o644); err != nil {
+		return 0, err
+	}
+	logs, err := os.MkdirTemp(dir, "logs-")
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"run", dot, "--data", data, "--logs", logs}, extra...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("%s run: %v: %s", bin, err, lastLine(out))
+	}
+	return d, nil
+}
+
+// ProcessStart times `switchyard help`: starting the binary at all.
+func ProcessStart(ctx context.Context, bin string) (time.Duration, error) {
+	t0 := time.Now()
+	if out, err := exec.CommandContext(ctx, bin, "help").CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%s help: %v: %s", bin, err, lastLine(out))
+	}
+	return time.Since(t0), nil
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func cliRows(ctx context.Context, cfg Config) []Row {
+	c, cancel := withTimeout(ctx, cfg)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "switchyard-bench-cli-")
+	if err != nil {
+		return []Row{{Group: "cli", Case: "run hello.dot", Error: err.Error()}}
+	}
+	defer os.RemoveAll(dir)
+	var starts []float64
+	for i := 0; i < 3; i++ {
+		d, err := ProcessStart(c, cfg.Binary)
+		if err != nil {
+			return []Row{{Group: "cli", Case: "run hello.dot", Error: err.Error()}}
+		}
+		starts = append(starts, ms(d))
+	}
+	startMs := median(starts)
+	target := func(r *Row) { r.valueTarget("≤ 100 ms", func(v float64) bool { return v <= 100 }) }
+	data := filepath.Join(dir, "data")
+	var first, last float64
+	var runErr error
+	for i := 0; i < cfg.CLIRuns; i++ {
+		d, err := CLIRun(c, cfg.Binary, dir, data)
+		if err != nil {
+			runErr = err
+			break
+		}
+		if i == 0 {
+			first = ms(d)
+		}
+		last = ms(d)
+	}
+	fresh := Row{Group: "cli", Case: "run hello.dot, fresh store", Unit: unitMs, Value: first}
+	kept := Row{Group: "cli", Case: fmt.Sprintf("run hello.dot, store of %d earlier runs", cfg.CLIRuns-1), Unit: unitMs, Value: last}
+	eph := Row{Group: "cli", Case: "run hello.dot --durable=false", Unit: unitMs}
+	if runErr != nil {
+		fresh.Error, kept.Error, fresh.Value, kept.Value = runErr.Error(), runErr.Error(), 0, 0
+	}
+	var ephs []float64
+	for i := 0; i < max(1, cfg.CLIRuns/2); i++ {
+		d, err := CLIRun(c, cfg.Binary, dir, filepath.Join(dir, fmt.Sprintf("eph%d", i)), "--durable=false")
+		if err != nil {
+			eph.Error = err.Error()
+			break
+		}
+		ephs = append(ephs, ms(d))
+	}
+	if eph.Error == "" {
+		eph.Value = median(ephs)
+	}
+	rows := []Row{fresh, kept, eph}
+	for i := range rows {
+		rows[i].base("process start (switchyard help)", startMs)
+		target(&rows[i])
+	}
+	return rows
+}
+
+// fmtVal formats a value with its unit.
+func fmtVal(v float64, unit string) string {
+	switch unit {
+	case unitRate:
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case unitBytes:
+		return fmt.Sprintf("%.0f %s", v, unit)
+	case unitGor, "×":
+		return fmt.Sprintf("%.2f %s", v, unit)
+	default:
+		if v >= 100 {
+			return fmt.Sprintf("%.0f %s", v, unit)
+		}
+		return fmt.Sprintf("%.1f %s", v, unit)
+	}
+}
+
+func fmtNum(v float64, unit string) string {
+	s := fmtVal(v, unit)
+	return strings.TrimSuffix(s, " "+unit)
+}
+
+// WriteTable prints rows as an aligned table.
+func WriteTable(w io.Writer, rows []Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "case\tswitchyard\tbaselines\tratio\ttarget\tmet")
+	for _, r := range rows {
+		var bs []string
+		for _, b := range r.Baselines {
+			bs = append(bs, b.Name+" "+fmtNum(b.Value, r.Unit))
+		}
+		val := fmtVal(r.Value, r.Unit)
+		if r.Error != "" {
+			val = "error: " + r.Error
+			if len(val) > 70 {
+				val = val[:70] + "…"
+			}
+		}
+		ratio := ""
+		if r.Ratio > 0 {
+			if r.Rate() {
+				ratio = fmt.Sprintf("%.1f%%", 100*r.Ratio)
+			} else {
+				ratio = fmt.Sprintf("%.2f×", r.Ratio)
+			}
+		}
+		met := ""
+		if r.Met != nil {
+			met = "no"
+			if *r.Met {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Case, val, strings.Join(bs, ", "), ratio, r.Target, met)
+	}
+	return tw.Flush()
+}
+
+// ErrorsOf counts the rows that could not be measured.
+func ErrorsOf(rows []Row) int {
+	n := 0
+	for _, r := range rows {
+		if r.Error != "" {
+			n++
+		}
+	}
+	return n
+}
