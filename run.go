@@ -24,18 +24,38 @@ import (
 // (nodes.WithCaller) reaches every node. If ctx ends first, the session is
 // stopped (its checkpoint stays, see Resume) and the report so far is
 // returned with ctx's error.
+//
+// Run always returns a report: when the session could not be started (a
+// graph that does not build, a broker that cannot start, ctx ending before
+// the session was recorded) its Status is fail and its Reason the error.
 func Run(ctx context.Context, g *Graph, in Message, opts ...Option) (*Report, error) {
 	ex, err := start(ctx, g, &in, "", opts, false)
 	if err != nil {
-		return nil, err
+		return ex.notStarted(err), err
 	}
 	return ex.Wait(ctx)
+}
+
+// notStarted is the report of a session that could not be started: every
+// node skipped.
+func (e *Execution) notStarted(err error) *Report {
+	rep := &Report{SessionID: e.cfg.id, Status: "fail", Reason: err.Error()}
+	if e.g != nil {
+		for _, n := range e.g.Nodes {
+			rep.Nodes = append(rep.Nodes, NodeReport{Node: n.ID, Status: NodeSkipped})
+		}
+	}
+	return rep
 }
 
 // Stream starts g as a session and returns at once: read its events from
 // Execution.Events, wait for its report with Execution.Wait.
 func Stream(ctx context.Context, g *Graph, in Message, opts ...Option) (*Execution, error) {
-	return start(ctx, g, &in, "", opts, true)
+	ex, err := start(ctx, g, &in, "", opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
 }
 
 // Resume continues the session id of g from its last checkpoint and runs it
@@ -43,17 +63,23 @@ func Stream(ctx context.Context, g *Graph, in Message, opts ...Option) (*Executi
 // that were pending are delivered, a human gate that was waiting asks
 // again. The session's store must be reachable: the same WithDataDir (or
 // WithBroker) as the run that wrote it.
+//
+// Like Run, Resume always returns a report.
 func Resume(ctx context.Context, g *Graph, id string, opts ...Option) (*Report, error) {
 	ex, err := start(ctx, g, nil, id, opts, false)
 	if err != nil {
-		return nil, err
+		return ex.notStarted(err), err
 	}
 	return ex.Wait(ctx)
 }
 
 // ResumeStream is Resume returning at once, like Stream.
 func ResumeStream(ctx context.Context, g *Graph, id string, opts ...Option) (*Execution, error) {
-	return start(ctx, g, nil, id, opts, true)
+	ex, err := start(ctx, g, nil, id, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
 }
 
 // Execution is a running session.
@@ -82,21 +108,29 @@ type Execution struct {
 	report    *Report
 }
 
+// start starts (or resumes) the session. It returns the execution also
+// when it fails, for the report of a session that did not start.
 func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []Option, stream bool) (*Execution, error) {
 	var cfg runConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if resumeID != "" {
+		cfg.id = resumeID
+	} else if cfg.id == "" {
+		cfg.id = session.NewID()
+	}
+	ex := &Execution{cfg: cfg, stream: stream, outputs: map[string]string{}, errs: map[string]string{},
+		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	built, err := g.Build()
 	if err != nil {
-		return nil, err
+		return ex, err
 	}
-	ex := &Execution{cfg: cfg, g: built, stream: stream, outputs: map[string]string{}, errs: map[string]string{},
-		wake: make(chan struct{}, 1), closed: make(chan struct{})}
+	ex.g = built
 	if ex.b = cfg.broker; ex.b == nil {
 		bc := broker.Config{DataDir: cfg.dataDir, Memory: cfg.dataDir == "", ServerName: "switchyard", Logger: cfg.logger}
 		if ex.b, err = broker.Start(ctx, bc); err != nil {
-			return nil, err
+			return ex, err
 		}
 		ex.ownB = true
 	}
@@ -104,16 +138,15 @@ func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []O
 	if resumeID != "" {
 		if cfg.ephemeral {
 			ex.closeBroker()
-			return nil, errors.New("switchyard: resume needs checkpoints; WithoutCheckpoints has none")
+			return ex, errors.New("switchyard: resume needs checkpoints; WithoutCheckpoints has none")
 		}
-		scfg.ID = resumeID
 		ex.s, err = session.Resume(ctx, scfg)
 	} else {
 		ex.s, err = session.Start(ctx, scfg)
 	}
 	if err != nil {
 		ex.closeBroker()
-		return nil, err
+		return ex, err
 	}
 	return ex, nil
 }
@@ -138,9 +171,6 @@ func (e *Execution) sessionConfig(g *Graph, in *Message) session.Config {
 		Middleware: append([]Middleware{e.stateMiddleware}, cfg.mws...),
 		LogsDir:    cfg.logsDir, WorkDir: cfg.workDir, Clock: cfg.clk, Logger: cfg.logger,
 		Observer: e.observe, Backoff: cfg.backoff, Caller: cfg.caller, Checkpoint: cfg.checkpoint,
-	}
-	if sc.ID == "" {
-		sc.ID = session.NewID()
 	}
 	if sc.Checkpoint == nil && !cfg.ephemeral {
 		sc.Checkpoint = &CheckpointPolicy{}

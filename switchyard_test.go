@@ -285,6 +285,76 @@ func TestAnswerFromGoAndCancel(t *testing.T) {
 	require.Equal(t, "running", rep.Status)
 }
 
+// cancelAtUse is a context that cancels itself at its n-th use (a call of
+// Done or Err): sweeping n over every use a run makes ends the context at
+// every point of Run in turn, the waits for acknowledgements included,
+// without depending on timing.
+type cancelAtUse struct {
+	context.Context
+	cancel context.CancelFunc
+	left   atomic.Int64
+	uses   atomic.Int64
+}
+
+func newCancelAtUse(parent context.Context, n int64) *cancelAtUse {
+	ctx, cancel := context.WithCancel(parent)
+	c := &cancelAtUse{Context: ctx, cancel: cancel}
+	c.left.Store(n)
+	return c
+}
+
+func (c *cancelAtUse) use() {
+	c.uses.Add(1)
+	if c.left.Add(-1) == 0 {
+		c.cancel()
+	}
+}
+
+func (c *cancelAtUse) Done() <-chan struct{} { c.use(); return c.Context.Done() }
+func (c *cancelAtUse) Err() error            { c.use(); return c.Context.Err() }
+
+// TestRunReportsWhenContextEndsWhileStarting: whenever ctx ends, Run
+// returns a report — the session stopped where it was (resumable, and
+// Resume finishes it) or not started at all — never a nil one.
+func TestRunReportsWhenContextEndsWhileStarting(t *testing.T) {
+	b := brokertest.Start(t)
+	g := func() *switchyard.Graph {
+		return switchyard.New("c").Agent("a", &echo{prefix: "a"}).Agent("b", &echo{prefix: "b"}).Chain("a", "b")
+	}
+	whole := newCancelAtUse(testCtx(t), -1)
+	rep, err := switchyard.Run(whole, g(), switchyard.Message{Text: "x"}, switchyard.WithBroker(b))
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+	uses := whole.uses.Load()
+	require.Positive(t, uses)
+	t.Logf("a whole run uses its context %d times", uses)
+	stopped := 0
+	for n := int64(1); n <= uses; n++ {
+		ctx := newCancelAtUse(testCtx(t), n)
+		rep, err := switchyard.Run(ctx, g(), switchyard.Message{Text: "x"}, switchyard.WithBroker(b))
+		require.NotNil(t, rep, "cancelled at use %d of %d: %v", n, uses, err)
+		require.NotEmpty(t, rep.SessionID, "use %d", n)
+		if err == nil {
+			require.Equal(t, "success", rep.Status, "use %d", n)
+			continue
+		}
+		require.ErrorIs(t, err, context.Canceled, "use %d", n)
+		switch rep.Status {
+		case "running":
+			stopped++
+			rep, err := switchyard.Resume(testCtx(t), g(), rep.SessionID, switchyard.WithBroker(b))
+			require.NoError(t, err, "use %d", n)
+			require.Equal(t, "success", rep.Status, "resumed after use %d: %s", n, rep.Reason)
+			require.Equal(t, "bax", rep.Result.Text)
+		case "fail":
+			require.Contains(t, rep.Reason, "context canceled", "use %d", n)
+		default:
+			t.Fatalf("use %d: status %q", n, rep.Status)
+		}
+	}
+	require.Positive(t, stopped, "some cancellation stops a started session")
+}
+
 func TestCheckpointsRemovedOnSuccessUnlessRetained(t *testing.T) {
 	for _, retain := range []bool{false, true} {
 		b := brokertest.Start(t)

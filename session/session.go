@@ -112,7 +112,10 @@ func NewID() string {
 	return "s" + hex.EncodeToString(b[:])
 }
 
-// Start starts a session from the start node.
+// Start starts a session from the start node. When ctx ends after the
+// session was recorded (while its input is being delivered), Start still
+// returns the session: the caller sees ctx's end and stops it, and the
+// session can be resumed.
 func Start(ctx context.Context, cfg Config) (*Session, error) {
 	s, err := newSession(cfg)
 	if err != nil {
@@ -154,6 +157,12 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("session: checkpoint: %w", err)
 	}
 	if err := s.sys.Send(ctx, broker.NodeIn(s.id, start.ID), env); err != nil {
+		if ctx.Err() != nil {
+			// ctx ended while the input was on its way: the session exists
+			// (its checkpoint holds the input, Resume delivers it), so it
+			// is returned for the caller to stop and report.
+			return s, nil
+		}
 		s.Stop()
 		return nil, fmt.Errorf("session: start: %w", err)
 	}
