@@ -16,9 +16,12 @@ import (
 // A Graph is not safe for concurrent modification; once built it may be
 // run any number of times, concurrently.
 //
-// A built graph with no start node gets one ("start", shape Mdiamond)
+// A built pipeline with no start node gets one ("start", shape Mdiamond)
 // leading to the first node added; with no exit node, it gets one ("exit",
-// shape Msquare) that every node without outgoing edges leads to.
+// shape Msquare) that every node without outgoing edges leads to. A graph
+// with kind="session" (GraphAttr("kind", "session")) gets neither: a
+// session runs until it is stopped, or until the graph says so (an exit
+// node it adds itself).
 type Graph struct {
 	name  string
 	attrs graph.KV
@@ -141,7 +144,10 @@ func OnError(p ErrorPolicy) NodeOption {
 }
 
 // Agent adds a node running a Go agent. Its input is the state key of
-// InputKey, else the last output, else the session input.
+// InputKey; else, in a reactive session (kind="session"), the text of the
+// envelopes that fired it, joined by a blank line in arrival order
+// (State.Messages from StateFrom(ctx) has each of them); else the last
+// output, else the session input.
 func (g *Graph) Agent(id string, a Agent, opts ...NodeOption) *Graph {
 	return g.goNode(id, agentHandler{a: a}, opts)
 }
@@ -340,6 +346,10 @@ func (g *Graph) builder() *graph.Builder {
 		case graph.TypeExit:
 			hasExit = true
 		}
+	}
+	if strings.EqualFold(g.attrs["kind"], "session") {
+		// A reactive session: nothing implied.
+		hasStart, hasExit = true, true
 	}
 	if !hasStart {
 		b.Node("start", graph.KV{"shape": "Mdiamond"})

@@ -48,8 +48,10 @@ func (f ToolFunc) Call(ctx context.Context, params map[string]any) (any, error) 
 	return f(ctx, params)
 }
 
-// ParamMapper builds a tool's parameters from the state. A nil mapper
-// passes {"input": <the node's input>}.
+// ParamMapper builds a tool's parameters from the state (State.Messages
+// has the envelopes that fired the node). A nil mapper passes
+// {"input": <the node's input>, "messages": [{id, kind, from, edge, text,
+// structured}...]}.
 type ParamMapper func(s State) (map[string]any, error)
 
 // Transform builds an output node's result from the state. A nil
@@ -78,8 +80,16 @@ const (
 
 // State is a read-only view of a session's state at one node: node outputs
 // by node id, "_previous", "_input", and the rest of the run context
-// ("outcome", "graph.goal", keys handlers set).
-type State struct{ m map[string]string }
+// ("outcome", "graph.goal", keys handlers set); and the messages (the
+// envelopes) that fired the node, from Messages.
+type State struct {
+	m    map[string]string
+	msgs []nodes.Message
+}
+
+// Received is one envelope that fired a node: its id, kind, sender (From,
+// "" for outside input), edge, text and structured payload.
+type Received = nodes.Message
 
 // NewState returns a state holding m (copied), for tests of mappers and
 // transforms.
@@ -102,6 +112,10 @@ func (s State) Previous() string { return s.m[KeyPrevious] }
 
 // Input returns the session input's text.
 func (s State) Input() string { return s.m[KeyInput] }
+
+// Messages returns the envelopes that fired the node, in arrival order
+// (several when a join, a schedule or a busy node took more than one).
+func (s State) Messages() []Received { return slices.Clone(s.msgs) }
 
 // Keys returns the state's keys in order.
 func (s State) Keys() []string { return slices.Sorted(maps.Keys(s.m)) }
@@ -129,10 +143,18 @@ func Retryable(err error) error {
 }
 
 // nodeInput is the input of a Go agent or tool node: its input_key's
-// value, else the last output, else the session input.
+// value; else, in a reactive session (kind="session"), the text of the
+// envelopes that fired it (nodes.InputText: in arrival order, joined by a
+// blank line) when they have any; else the last output, else the session
+// input.
 func nodeInput(in *nodes.Input) string {
 	if k := in.Node.Attrs.String("input_key"); k != "" {
 		return in.Context[k]
+	}
+	if in.Graph != nil && in.Graph.Kind() == "session" {
+		if t := nodes.InputText(in.Messages); t != "" {
+			return t
+		}
 	}
 	if v, ok := in.Context[KeyPrevious]; ok {
 		return v
@@ -165,10 +187,10 @@ type toolHandler struct {
 func (h toolHandler) Handle(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 	var params map[string]any
 	if h.mapper == nil {
-		params = map[string]any{"input": nodeInput(in)}
+		params = map[string]any{"input": nodeInput(in), "messages": nodes.InputMessages(in.Messages)}
 	} else {
 		var err error
-		if params, err = h.mapper(State{m: in.Context}); err != nil {
+		if params, err = h.mapper(State{m: in.Context, msgs: in.Messages}); err != nil {
 			return failure(fmt.Errorf("parameters: %w", err)), nil
 		}
 	}
@@ -205,7 +227,7 @@ func (h outputHandler) Handle(_ context.Context, in *nodes.Input) (*nodes.Outcom
 	if h.f == nil {
 		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: in.Context[KeyPrevious]}, nil
 	}
-	msg, err := h.f(State{m: in.Context})
+	msg, err := h.f(State{m: in.Context, msgs: in.Messages})
 	if err != nil {
 		return failure(err), nil
 	}

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
@@ -198,7 +202,7 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 		}
 		// A copy: the runtime goes on changing the context after the run,
 		// and Go code may keep the state it was given.
-		o, err := next.Handle(withState(ctx, State{m: maps.Clone(in.Context)}), in)
+		o, err := next.Handle(withState(ctx, State{m: maps.Clone(in.Context), msgs: slices.Clone(in.Messages)}), in)
 		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
 			return o, err
 		}
@@ -361,6 +365,25 @@ func (e *Execution) Answer(node, choice string) error {
 	}
 	if !r.OK {
 		return fmt.Errorf("switchyard: answer refused: %s", r.Error)
+	}
+	return nil
+}
+
+// Publish sends an outside event to the inbox of node, as `switchyard pub`
+// does: the node fires on it (under its trigger), and a Go agent there
+// gets msg.Text as its input in a reactive session. Metadata travels with
+// it.
+func (e *Execution) Publish(ctx context.Context, node string, msg Message) error {
+	if e.g.Node(node) == nil {
+		return fmt.Errorf("switchyard: publish: no node %s in session %s", node, e.s.ID())
+	}
+	env := &pb.Envelope{Id: e.s.ID() + ".pub." + nuid.Next(), SessionId: e.s.ID(), Kind: "handoff", ToNode: node,
+		CreatedAt: timestamppb.Now(), Payload: &pb.Payload{Message: msg.Text}}
+	for _, k := range slices.Sorted(maps.Keys(msg.Metadata)) {
+		env.Metadata = append(env.Metadata, &pb.KV{Key: k, Value: msg.Metadata[k]})
+	}
+	if err := e.s.System().Send(ctx, broker.NodeIn(e.s.ID(), node), env); err != nil {
+		return fmt.Errorf("switchyard: publish to %s: %w", node, err)
 	}
 	return nil
 }

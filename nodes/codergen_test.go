@@ -241,3 +241,18 @@ func TestCodergenForwardsEvents(t *testing.T) {
 	require.Equal(t, agent.Usage{InputTokens: 10}, usage)
 	require.Equal(t, usage, o.Usage, "the outcome's usage is the run's total")
 }
+
+// TestCodergenInputTemplate: $input in a prompt is the text of the
+// envelopes that fired the node, joined by a blank line; the prompt then
+// places them itself (no separate "Input" lines).
+func TestCodergenInputTemplate(t *testing.T) {
+	g := load(t, codergenGraph)
+	p := answering(&agent.Result{Text: "ok", Success: true}, nil)
+	r := registry(t, nodes.Deps{Providers: providers(p, nil)})
+	in := input(t, g, "work")
+	in.Prompt = "Triage these alerts:\n$input\nReply with a severity."
+	in.Messages = []nodes.Message{{Kind: "handoff", Text: "disk full on db-1"}, {Kind: "tick"}, {Kind: "handoff", Text: "cpu at 99%"}}
+	require.Equal(t, nodes.StatusSuccess, handle(t, r, in).Status)
+	require.True(t, strings.HasSuffix(p.last().Prompt, "Triage these alerts:\ndisk full on db-1\n\ncpu at 99%\nReply with a severity."), p.last().Prompt)
+	require.NotContains(t, p.last().Prompt, "Input (handoff)")
+}

@@ -159,11 +159,14 @@ func buildPrompt(in *Input, prompt, fidelity string, resumed bool) string {
 		}
 	}
 	for _, m := range in.Messages {
+		if strings.Contains(prompt, "$input") {
+			break // the prompt places the input itself
+		}
 		if m.Text != "" && (m.From == "" || m.Kind != "handoff") {
 			fmt.Fprintf(&b, "Input (%s): %s\n\n", m.Kind, m.Text)
 		}
 	}
-	b.WriteString(prompt)
+	b.WriteString(ExpandInput(prompt, in.Messages))
 	return b.String()
 }
 

@@ -27,6 +27,9 @@ type Tool struct{}
 
 var _ Handler = Tool{}
 
+// maxEnvValue caps an environment value (Linux refuses one over 128 KiB).
+const maxEnvValue = 64 << 10
+
 // maxOutput caps tool.output in the context.
 const maxOutput = 64 << 10
 
@@ -43,7 +46,11 @@ func (Tool) Handle(ctx context.Context, in *Input) (*Outcome, error) {
 	env := append(os.Environ(),
 		"SWITCHYARD_NODE="+in.Node.ID, "SWITCHYARD_SESSION="+in.SessionID,
 		"SWITCHYARD_ATTEMPT_ID="+in.AttemptID, "SWITCHYARD_STAGE_DIR="+in.StageDir,
-		"SWITCHYARD_LOGS_DIR="+in.LogsDir)
+		"SWITCHYARD_LOGS_DIR="+in.LogsDir,
+		// What fired the node: data in the environment, never in the
+		// command line (hostile text is not interpolated by a shell).
+		"SWITCHYARD_INPUT="+truncate(InputText(in.Messages), maxEnvValue),
+		"SWITCHYARD_MESSAGES="+inputMessagesJSON(in.Messages, maxEnvValue))
 	hook := func(name string) string {
 		if v := in.Node.Attrs.String(name); v != "" {
 			return v

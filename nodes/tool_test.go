@@ -199,3 +199,19 @@ func waitGone(t *testing.T, pid int) {
 		}
 	}
 }
+
+// TestToolGetsItsInput: the envelopes that fired a tool node are in its
+// environment (data, never part of the command line).
+func TestToolGetsItsInput(t *testing.T) {
+	g := load(t, toolGraph(`, tool_command="printf '%s|' \"$SWITCHYARD_INPUT\"; printf '%s' \"$SWITCHYARD_MESSAGES\""`))
+	in := input(t, g, "run")
+	in.Messages = []nodes.Message{{ID: "e1", Kind: "handoff", Text: "$(rm -rf /) `x`"}, {ID: "e2", Kind: "handoff", From: "a", Text: "two"}}
+	o := handle(t, registry(t, nodes.Deps{}), in)
+	require.Equal(t, nodes.StatusSuccess, o.Status, o.FailureReason)
+	text, list, _ := strings.Cut(o.ContextUpdates["tool.output"], "|")
+	require.Equal(t, "$(rm -rf /) `x`\n\ntwo", text)
+	var msgs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(list), &msgs))
+	require.Len(t, msgs, 2)
+	require.Equal(t, "a", msgs[1]["from"])
+}
