@@ -18,6 +18,12 @@ const (
 	HeaderUser      = "Sy-User"
 	HeaderTrace     = "Sy-Trace"
 	HeaderCtxPrefix = "Sy-Ctx-" // followed by a custom key
+	// HeaderTraceParent is the W3C trace context header. An outside
+	// publisher's OpenTelemetry propagator sets it; it becomes the
+	// caller's trace when Sy-Trace is absent, and a trace that is a W3C
+	// traceparent is also written to it, so spans continue through the
+	// session (docs/observability.md).
+	HeaderTraceParent = "traceparent"
 )
 
 // CallerKV is c as the envelope's caller field: keys tenant, user, trace
@@ -74,6 +80,9 @@ func callerHeaders(h nats.Header, kvs []*pb.KV) {
 			h.Set(HeaderUser, kv.GetValue())
 		case k == "trace":
 			h.Set(HeaderTrace, kv.GetValue())
+			if isTraceParent(kv.GetValue()) {
+				h[HeaderTraceParent] = []string{kv.GetValue()}
+			}
 		case strings.HasPrefix(k, "ctx."):
 			h.Set(HeaderCtxPrefix+k[4:], kv.GetValue())
 		}
@@ -88,11 +97,16 @@ func callerFromHeaders(h nats.Header) []*pb.KV {
 		return nil
 	}
 	var c nodes.Caller
+	parent := ""
 	for name, vs := range h {
 		if len(vs) == 0 {
 			continue
 		}
 		switch {
+		case strings.EqualFold(name, HeaderTraceParent):
+			if isTraceParent(vs[0]) {
+				parent = vs[0]
+			}
 		case strings.EqualFold(name, HeaderTenant):
 			c.Tenant = vs[0]
 		case strings.EqualFold(name, HeaderUser):
@@ -106,7 +120,28 @@ func callerFromHeaders(h nats.Header) []*pb.KV {
 			c.Values[name[len(HeaderCtxPrefix):]] = vs[0]
 		}
 	}
+	if c.Trace == "" {
+		c.Trace = parent
+	}
 	return CallerKV(c)
+}
+
+// isTraceParent reports whether v has the form of a W3C traceparent
+// (version 00: 00-<32 hex>-<16 hex>-<2 hex>).
+func isTraceParent(v string) bool {
+	if len(v) != 55 || v[2] != '-' || v[35] != '-' || v[52] != '-' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if i == 2 || i == 35 || i == 52 {
+			continue
+		}
+		c := v[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // callerAttrs are the event attributes naming a firing's caller.

@@ -256,6 +256,8 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.tryFire(c)
 	case *retire:
 		a.retired(c)
+	case *bufferQuery:
+		m.reply <- a.bufferStats()
 	case *actor.Stopping:
 		for _, b := range a.buffers {
 			b.Close()

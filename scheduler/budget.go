@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 )
 
@@ -166,4 +167,28 @@ func (b *budget) restoreAnnounced(list []string) {
 			}
 		}
 	}
+}
+
+// BudgetState is one budget scope's limits and what it has spent, for
+// metrics and views.
+type BudgetState struct {
+	// Scope is "graph", a subgraph's name, or "node ID".
+	Scope  string
+	Limits Limits
+	Spent  Spent
+}
+
+// Budgets returns every budget scope that has a limit, by scope.
+func (s *Scheduler) Budgets() []BudgetState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]BudgetState, 0, len(s.budgets))
+	for _, b := range s.budgets {
+		if b.limits.empty() {
+			continue
+		}
+		out = append(out, BudgetState{Scope: b.scope, Limits: b.limits, Spent: b.spent})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Scope < out[j].Scope })
+	return out
 }

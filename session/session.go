@@ -76,6 +76,10 @@ type Config struct {
 	Handlers map[string]nodes.Handler
 	// Middleware wraps every node's handler, the first outermost.
 	Middleware []nodes.Middleware
+	// OnJournalWrite, when set, is told how long each journal commit (a
+	// firing's record, a checkpoint) took, and its error (metrics). It is
+	// called on the committing goroutine and must not block.
+	OnJournalWrite func(d time.Duration, err error)
 	// ForkOf and FromCheckpoint make Resume start a new durable session
 	// (ID) from another one's checkpoint (0: its latest).
 	ForkOf         string
@@ -365,7 +369,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	go s.eventLoop()
 	s.registry = reg
 	acfg := actors.Config{
-		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.jr, Middleware: cfg.Middleware,
+		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.timedJournal(), Middleware: cfg.Middleware,
 		Threads:    threadsOf(cp),
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
@@ -433,6 +437,22 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
+
+// timedJournal is the journal the actors commit to: timed by
+// Config.OnJournalWrite when it is set.
+func (s *Session) timedJournal() actors.Journal {
+	hook := s.cfg.OnJournalWrite
+	if hook == nil {
+		return s.jr
+	}
+	clk := s.cfg.Clock
+	return actors.JournalFunc(func(ctx context.Context, c *actors.Commit) error {
+		start := clk.Now()
+		err := s.jr.Commit(ctx, c)
+		hook(clk.Now().Sub(start), err)
+		return err
+	})
+}
 
 // System returns the session's actor system (for triggers and tests).
 func (s *Session) System() *actors.System { return s.sys }
