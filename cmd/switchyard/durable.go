@@ -92,14 +92,14 @@ func runDirSession(dir string) string {
 }
 
 // serveResumed serves a resumed reactive session until it is stopped.
-func serveResumed(ctx context.Context, cfg session.Config, g *graph.Graph, file string, stderr io.Writer) error {
+func serveResumed(ctx context.Context, cfg session.Config, g *graph.Graph, file string, obs *observers, stderr io.Writer) error {
 	cfg.ControlAnswers = true
 	cfg.Deps.Interviewer = nil
 	s, err := session.Resume(ctx, cfg)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
-	h := &host{b: cfg.Broker, stopped: make(chan string, 1)}
+	h := &host{b: cfg.Broker, stopped: make(chan string, 1), obs: obs}
 	if err := h.add(s, g, file); err != nil {
 		s.Stop()
 		return &exitError{code: 1, err: err}

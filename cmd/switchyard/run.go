@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
+	"github.com/switchyard/switchyard/observe"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
@@ -46,6 +47,9 @@ type runFlags struct {
 	from     uint64
 	forkAs   string
 	retain   time.Duration
+
+	web               webFlags
+	token, adminToken string // the web view's credentials
 }
 
 func newRunCmd() *cobra.Command {
@@ -88,6 +92,9 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
 	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
+	f.web.add(cmd)
+	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of the web view's readers (env SWITCHYARD_TOKEN)")
+	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential of the web view's actors: answer gates, trigger nodes (env SWITCHYARD_ADMIN_TOKEN)")
 }
 
 // parseAnswers reads NODE=CHOICE flags into queues per node, in order.
@@ -110,6 +117,9 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	answers, err := parseAnswers(f.answers)
 	if err != nil {
 		return usageErr(err)
+	}
+	if err := f.web.check(webCreds{token: f.token, admin: f.adminToken}); err != nil {
+		return err
 	}
 	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
 	if err != nil {
@@ -142,6 +152,11 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		return &exitError{code: 1, err: err}
 	}
 	defer b.Close()
+	obs, err := startObservers(ctx, &f.web, webCreds{token: f.token, admin: f.adminToken}, b, f.provider, stderr)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
 	if f.durable {
 		collect(ctx, b, f.retain, stderr)
 	}
@@ -180,6 +195,12 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render,
 		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}
+	if obs.tp != nil {
+		// The run is a trace: every firing span is under this one.
+		sctx, span := obs.tp.Tracer("github.com/switchyard/switchyard/cmd").Start(ctx, "run "+g.Name)
+		defer span.End()
+		cfg.Caller.Trace = observe.TraceParent(sctx)
+	}
 	if hasInteractive(g) {
 		// Interactive agents talk with the person at this terminal (or
 		// with the lines piped in).
@@ -189,6 +210,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		done := conv.start(cctx)
 		defer func() { stop(); <-done }()
 	}
+	obs.instrument(&cfg)
 	var s *session.Session
 	switch {
 	case f.resumeID != "":
@@ -197,7 +219,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 			cfg.ID, cfg.ForkOf, cfg.FromCheckpoint = f.forkAs, f.resumeID, f.from
 		}
 		if g.Kind() == "session" {
-			return serveResumed(ctx, cfg, g, file, stderr)
+			return serveResumed(ctx, cfg, g, file, obs, stderr)
 		}
 		s, err = session.Resume(ctx, cfg)
 	case f.resume != "":
@@ -212,6 +234,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
+	defer obs.add(s, file)()
 	rep, err := s.Wait(ctx)
 	if !f.json {
 		printSummary(stderr, rep, logs)

@@ -49,6 +49,7 @@ type serveFlags struct {
 	json                             bool
 	durable, resume                  bool
 	retain                           time.Duration
+	web                              webFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -95,6 +96,7 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of the store that were running")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
+	f.web.add(cmd)
 	return cmd
 }
 
@@ -105,6 +107,9 @@ var serveClock clock.Clock
 func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
+	}
+	if err := f.web.check(webCreds{token: f.token, admin: f.adminToken, user: f.user, password: f.password}); err != nil {
+		return err
 	}
 	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
 	if err != nil {
@@ -155,15 +160,22 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		var mu sync.Mutex
 		render = func(ev *pb.Event) { mu.Lock(); r.render(ev); mu.Unlock() }
 	}
-	h := &host{b: b, stopped: make(chan string, 64)}
+	obs, err := startObservers(ctx, &f.web, webCreds{token: f.token, admin: f.adminToken, user: f.user, password: f.password}, b, f.provider, stderr)
+	if err != nil {
+		return err
+	}
+	defer obs.close()
+	h := &host{b: b, stopped: make(chan string, 64), obs: obs}
 	for i, g := range graphs {
 		id := session.NewID()
 		if len(f.ids) > 0 {
 			id = f.ids[i]
 		}
-		s, err := startOrResume(ctx, f, session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
+		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
 			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable,
-			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}, stderr)
+			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+		obs.instrument(&cfg)
+		s, err := startOrResume(ctx, f, cfg, stderr)
 		if err != nil {
 			h.stopAll()
 			return &exitError{code: 1, err: err}
@@ -209,9 +221,11 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
 				continue
 			}
-			s, err := session.Resume(ctx, session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID), WorkDir: f.workdir,
+			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID), WorkDir: f.workdir,
 				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true,
-				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}})
+				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+			obs.instrument(&cfg)
+			s, err := session.Resume(ctx, cfg)
 			if err != nil {
 				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
 				continue
@@ -253,17 +267,20 @@ type host struct {
 	entries []*hosted
 	subs    []*nats.Subscription
 	stopped chan string
+	obs     *observers // metrics, traces, web view (nil: none)
 }
 
 type hosted struct {
 	s       *session.Session
 	info    SessionInfo
 	stopped bool
+	forget  func() // leaves the metrics and the web view's running list
 }
 
 func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	e := &hosted{s: s, info: SessionInfo{ID: s.ID(), Graph: g.Name, File: file, Status: "running",
 		Started: time.Now().UTC().Format(time.RFC3339)}}
+	e.forget = h.obs.add(s, file)
 	h.mu.Lock()
 	h.entries = append(h.entries, e)
 	h.mu.Unlock()
@@ -341,6 +358,7 @@ func (h *host) stopOne(e *hosted, replied func()) {
 	e.info.Status = "stopped"
 	h.mu.Unlock()
 	e.s.Stop()
+	e.forget()
 	replied()
 	h.stopped <- e.info.ID
 }
@@ -361,6 +379,7 @@ func (h *host) stopAll() {
 		h.mu.Unlock()
 		if !done {
 			e.s.Stop()
+			e.forget()
 		}
 	}
 }
