@@ -18,9 +18,12 @@ import (
 // Artifacts. In a durable session a node's outputs that are files live in
 // the session's object store: the files it declares (node attribute
 // artifacts, globs relative to the work dir) and, for agent nodes, the
-// response. The envelopes it sends carry references (name, sha256). A node
-// that receives envelopes with artifacts gets a copy of each under
-// {stage}/inputs/ before its handler runs, checked against its sha256.
+// response. The envelopes it sends carry references (a file name, the
+// object's reference, sha256). A node that receives envelopes with
+// artifacts gets a copy of each under {stage}/inputs/<object name> before
+// its handler runs, checked against its sha256. Only objects of the
+// session's own store are read, and only into the stage directory
+// (checkArtifact).
 
 // objectsOn reports whether this session keeps artifacts.
 func (s *System) objectsOn() bool { return s.cfg.Consume && s.cfg.JetStream != nil }
@@ -72,8 +75,8 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 			return nil, err
 		}
 		rel, err := filepath.Rel(dir, f)
-		if err != nil {
-			rel = filepath.Base(f)
+		if err != nil || !filepath.IsLocal(rel) {
+			return nil, fmt.Errorf("artifacts: %s is outside the working directory %s", f, dir)
 		}
 		art, err := broker.PutArtifact(ctx, a.s.cfg.JetStream, a.s.cfg.SessionID, prefix+filepath.ToSlash(rel), "file",
 			data, a.s.cfg.Storage)
@@ -91,17 +94,22 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 func (a *nodeActor) fetchArtifacts(ctx context.Context, j *job) error {
 	for i, env := range j.batch {
 		for _, art := range env.GetPayload().GetArtifacts() {
-			m := nodes.Artifact{Name: art.GetName(), Type: art.GetType(), Ref: art.GetRef(), SHA256: art.GetSha256(), Size: art.GetSize()}
-			if a.s.objectsOn() && j.in.StageDir != "" && strings.HasPrefix(art.GetRef(), "obj://") {
+			// Checked on arrival already (checkIngress); checked again here,
+			// where the file is written, whatever way the envelope came.
+			obj, err := checkArtifact(a.s.cfg.SessionID, art)
+			if err != nil {
+				return fmt.Errorf("artifact %q: %w", art.GetName(), err)
+			}
+			m := nodes.Artifact{Name: artifactName(art, obj), Type: art.GetType(), Ref: art.GetRef(), SHA256: art.GetSha256(), Size: art.GetSize()}
+			if a.s.objectsOn() && j.in.StageDir != "" {
 				data, err := broker.GetArtifact(ctx, a.s.cfg.JetStream, art)
 				if err != nil {
 					return err
 				}
-				name := art.GetName()
-				if name == "" {
-					name = filepath.Base(art.GetRef())
+				if art.GetSize() > 0 && int64(len(data)) != art.GetSize() {
+					return fmt.Errorf("artifact %s: %d bytes, the envelope says %d", art.GetRef(), len(data), art.GetSize())
 				}
-				p := filepath.Join(j.in.StageDir, "inputs", filepath.FromSlash(name))
+				p := inputPath(j.in.StageDir, obj)
 				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 					return err
 				}
@@ -114,4 +122,10 @@ func (a *nodeActor) fetchArtifacts(ctx context.Context, j *job) error {
 		}
 	}
 	return nil
+}
+
+// inputPath is where a node's copy of the object obj (checked by
+// checkArtifact) goes: under {stage}/inputs/.
+func inputPath(stage, obj string) string {
+	return filepath.Join(stage, "inputs", filepath.FromSlash(obj))
 }

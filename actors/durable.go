@@ -213,6 +213,9 @@ func (s *System) stopConsumer(node string, removed bool) {
 // deliverDurable is deliver for a JetStream message.
 func (s *System) deliverDurable(pid *actor.PID, m jetstream.Msg) {
 	env, err := DecodeEnvelope(m.Data())
+	if err == nil {
+		err = s.checkIngress(env)
+	}
 	if err != nil {
 		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject()}}})

@@ -366,10 +366,14 @@ func (s *System) Graph() *graph.Graph { return s.graph() }
 func (s *System) Version() uint64 { return s.version.Load() }
 
 // deliver runs on the NATS subscription goroutine: it decodes the envelope
-// and hands it to the actor's mailbox. A malformed envelope is rejected with
-// a reason and never reaches the actor.
+// and hands it to the actor's mailbox. A malformed envelope, or one that
+// checkIngress refuses, is rejected with a reason and never reaches the
+// actor.
 func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	env, err := DecodeEnvelope(m.Data)
+	if err == nil {
+		err = s.checkIngress(env)
+	}
 	if err != nil {
 		s.reject(m, err)
 		return

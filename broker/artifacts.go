@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -25,8 +26,10 @@ import (
 // ArtifactRef is the reference of an artifact in a session's store.
 func ArtifactRef(session, name string) string { return "obj://" + ObjectsName(session) + "/" + name }
 
-// PutArtifact stores data under name in the session's object store and
-// returns the envelope's reference to it.
+// PutArtifact stores data under name (a slash-separated path) in the
+// session's object store and returns the envelope's reference to it: the
+// reference names the object, the artifact's name is the path's last
+// element (a file name, as outside envelopes must give it too).
 //
 // It writes the object store's format itself (ADR-20: chunks on
 // $O.<bucket>.C.<nuid>, then the description on $O.<bucket>.M.<name> with
@@ -73,7 +76,7 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	if _, err := js.PublishMsg(ctx, mm); err != nil {
 		return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
 	}
-	return &pb.Artifact{Type: typ, Name: name, Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
+	return &pb.Artifact{Type: typ, Name: path.Base(name), Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
 		Size: int64(len(data))}, nil
 }
 

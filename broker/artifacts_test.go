@@ -3,6 +3,7 @@ package broker_test
 import (
 	"bytes"
 	"io"
+	"path"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,7 @@ func TestArtifacts(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(size), a.Size)
 		require.Equal(t, "obj://sy_obj_s1/"+name, a.Ref)
+		require.Equal(t, path.Base(name), a.Name, "an artifact's name is a file name")
 
 		got, err := broker.GetArtifact(ctx(t), js, a)
 		require.NoError(t, err)

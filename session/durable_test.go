@@ -389,7 +389,7 @@ func TestDurableArtifacts(t *testing.T) {
 	require.Equal(t, "success", rep.Status, rep.Reason)
 	require.Len(t, got, 1)
 	a := got[0]
-	require.Equal(t, "make/1/out/report.txt", a.Name)
+	require.Equal(t, "report.txt", a.Name, "a file name; the reference names the object")
 	require.Equal(t, "obj://sy_obj_arts/make/1/out/report.txt", a.Ref)
 	sum := sha256.Sum256([]byte("findings"))
 	require.Equal(t, hex.EncodeToString(sum[:]), a.SHA256)

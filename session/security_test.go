@@ -2,7 +2,11 @@ package session_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -209,4 +213,83 @@ func ctx20(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// count is how many events of kind the session emitted so far.
+func (r *run) count(kind string) int { return r.kinds()[kind] }
+
+// waitCount waits until the session emitted n events of kind.
+func (r *run) waitCount(kind string, n int) {
+	r.t.Helper()
+	require.Eventually(r.t, func() bool { return r.count(kind) >= n }, 20*time.Second, 5*time.Millisecond,
+		"want %d %s events", n, kind)
+}
+
+// TestOutsideArtifactsStayInTheSession: artifact names that are paths and
+// references outside the session's own object store are refused on
+// arrival (envelope.rejected, dead letter) and the node does not fire; an
+// artifact of the session's store with a file name is delivered.
+func TestOutsideArtifactsStayInTheSession(t *testing.T) {
+	r, s, rc := secure(t, "arts", `digraph s { kind="session"; a [type="custom.echo"] }`)
+	js := r.broker.JetStream()
+	own, err := broker.PutArtifact(ctx20(t), js, "arts", "a/1/response.md", "response", []byte("own data"), broker.FileStorage)
+	require.NoError(t, err)
+	other, err := broker.PutArtifact(ctx20(t), js, "other", "b/1/secret.md", "response", []byte("other session's secret"), broker.FileStorage)
+	require.NoError(t, err)
+
+	dlq, err := r.broker.Conn().SubscribeSync(broker.DeadLetter(s.ID()))
+	require.NoError(t, err)
+	require.NoError(t, r.broker.Conn().Flush())
+	spy, _ := outside(t, r.broker)
+	target := filepath.Join(t.TempDir(), "pwned")
+	hostile := []struct{ name, ref string }{
+		{"../../../../../../../../.." + target, own.Ref},
+		{target, own.Ref},
+		{"sub/notes.md", own.Ref},
+		{"..", own.Ref},
+		{`..\..\notes.md`, own.Ref},
+		{"notes.md", other.Ref},
+		{"notes.md", "obj://sy_obj_arts/../sy_obj_other/b/1/secret.md"},
+		{"notes.md", "obj://sy_obj_arts/a/../../x"},
+		{"notes.md", "obj://sy_obj_arts//etc/passwd"},
+		{"notes.md", "file://" + target},
+		{"notes.md", "/etc/passwd"},
+		{"notes.md", ""},
+	}
+	for i, h := range hostile {
+		data, err := json.Marshal(map[string]any{"id": fmt.Sprint("hostile-", i), "payload": map[string]any{
+			"message": "take this", "artifacts": []map[string]any{{"type": "file", "name": h.name, "ref": h.ref}}}})
+		require.NoError(t, err)
+		require.NoError(t, spy.Publish(broker.NodeIn(s.ID(), "a"), data))
+		require.NoError(t, spy.Flush())
+		r.waitCount("envelope.rejected", i+1)
+		m, err := dlq.NextMsg(20 * time.Second)
+		require.NoError(t, err, "case %d goes to the dead letters", i)
+		require.Equal(t, data, m.Data)
+	}
+	r.mu.Lock()
+	for _, ev := range r.events {
+		if ev.Kind == "envelope.rejected" {
+			require.Contains(t, ev.Message, "artifact")
+		}
+	}
+	r.mu.Unlock()
+	_, err = os.Stat(target)
+	require.True(t, os.IsNotExist(err), "nothing was written outside the run directory: %v", err)
+
+	// A file name and an object of the session's own store: delivered.
+	data, err := json.Marshal(map[string]any{"id": "fine", "payload": map[string]any{"message": "take this",
+		"artifacts": []map[string]any{{"type": "file", "name": "notes.md", "ref": own.Ref, "sha256": own.Sha256}}}})
+	require.NoError(t, err)
+	require.NoError(t, spy.Publish(broker.NodeIn(s.ID(), "a"), data))
+	rc.waitFired(t, "a", 1)
+	msgs := rc.messages("a")
+	require.Len(t, msgs, 1, "no refused envelope fired the node")
+	require.Len(t, msgs[0].Artifacts, 1)
+	a := msgs[0].Artifacts[0]
+	require.Equal(t, "notes.md", a.Name)
+	require.Equal(t, filepath.Join(r.logs, "a", "inputs", "a", "1", "response.md"), a.Path)
+	got, err := os.ReadFile(a.Path)
+	require.NoError(t, err)
+	require.Equal(t, "own data", string(got))
 }
