@@ -135,7 +135,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
 	}
 	s.editMu.Lock()
-	s.topo.Store(&topology{g: g, joins: joinNodes(g)})
+	s.topo.Store(newTopology(s.cfg.SessionID, g))
 	s.editMu.Unlock()
 	// From here no node routes on a removed edge; what was already sent on
 	// one reaches its actor before the actor learns of the edit, and is

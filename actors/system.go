@@ -167,7 +167,7 @@ func New(cfg Config) (*System, error) {
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
 	s.threads.seed(cfg.Threads)
-	s.topo.Store(&topology{g: cfg.Graph, joins: joinNodes(cfg.Graph)})
+	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
 	s.version.Store(1)
 	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
@@ -196,6 +196,10 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if err := s.subscribeControl(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.subscribeStray(); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -354,6 +358,8 @@ func (s *System) drainSubject(subj string) {
 type topology struct {
 	g     *graph.Graph
 	joins map[string]string
+	// subjects: the inbound subjects of the nodes (inboxes, edges).
+	subjects map[string]bool
 }
 
 // graph is the current graph.

@@ -53,6 +53,13 @@ func AllEvents(session string) string { return root + "." + session + ".evt.>" }
 // SessionAll matches every subject of a session.
 func SessionAll(session string) string { return root + "." + session + ".>" }
 
+// VerdictHeader is a header of an envelope published on a session's node
+// inbox or edge: the reply inbox where the serving session sends its
+// verdict, {"ok":true,"session":S} or {"ok":false,"error":"no node X in
+// session S (its nodes: ...)"}. switchyard pub uses it to learn that the
+// session exists and takes the envelope.
+const VerdictHeader = "Switchyard-Verdict"
+
 // DeadLetter is where rejected envelopes go.
 func DeadLetter(session string) string { return root + "." + session + ".dlq" }
 

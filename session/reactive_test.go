@@ -129,3 +129,32 @@ func TestSessionGateRoutesByAnswer(t *testing.T) {
 		require.False(t, ev.Kind == "node.started" && ev.Node == "yes", "the Yes branch never runs")
 	}
 }
+
+// TestUnknownTargetsRefused: an envelope for a node or an edge the session
+// does not have is refused visibly: an envelope.rejected event naming what
+// exists, the envelope on sy.<session>.dlq, an error reply to a request.
+func TestUnknownTargetsRefused(t *testing.T) {
+	sv := serveSession(t, `digraph s { a [prompt="a"]; b [prompt="b"]; a -> b }`, nil)
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	dlq, err := nc.SubscribeSync(broker.DeadLetter(sv.s.ID()))
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+
+	reply, err := nc.Request(broker.NodeIn(sv.s.ID(), "ghost"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ok":false,"session":"`+sv.s.ID()+`","error":"no node ghost in session `+sv.s.ID()+` (its nodes: a, b)"}`, string(reply.Data))
+	require.Contains(t, sv.wait("envelope.rejected", "").Message, "no node ghost")
+	dead, err := dlq.NextMsg(20 * time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(dead.Data), "boo")
+
+	reply, err = nc.Request(broker.Edge(sv.s.ID(), "b.a"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), "no edge b:a in session "+sv.s.ID()+" (its edges: a:b)")
+
+	// A known target is delivered as ever.
+	require.NoError(t, nc.Publish(broker.Edge(sv.s.ID(), "a.b"), []byte(`{"payload":{"message":"fine"}}`)))
+	sv.wait("node.completed", "b")
+}

@@ -35,6 +35,11 @@ func newPubCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pub SESSION NODE MESSAGE",
 		Short: "Publish a message to a node of a running session (its inbox, or an edge with --edge)",
+		Long: `Publish a message to a node of a running session: its inbox, or an edge
+with --edge FROM:TO. The serving session confirms it takes the envelope; a
+node or edge the session does not have is refused with the reason (exit 1,
+an envelope.rejected event, the envelope on sy.SESSION.dlq), and a session
+nobody serves on --nats is an error ("no session S on URL").`,
 		Args:  sessionArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env := &pb.Envelope{Id: nuid.Next(), SessionId: args[0], Kind: "handoff", ToNode: args[1],
@@ -75,6 +80,16 @@ func newPubCmd() *cobra.Command {
 			msg := nats.NewMsg(subject)
 			msg.Data = data
 			msg.Header.Set(nats.MsgIdHdr, env.Id)
+			// The serving session sends its verdict to a private inbox:
+			// it takes the envelope, or refuses it with the reason.
+			verdicts := make(chan *nats.Msg, 4)
+			inbox := nc.NewRespInbox()
+			vsub, err := nc.ChanSubscribe(inbox, verdicts)
+			if err != nil {
+				return &exitError{code: 1, err: err}
+			}
+			defer vsub.Unsubscribe()
+			msg.Header.Set(broker.VerdictHeader, inbox)
 			if err := nc.PublishMsg(msg); err != nil {
 				return &exitError{code: 1, err: err}
 			}
@@ -83,6 +98,21 @@ func newPubCmd() *cobra.Command {
 			}
 			if e := nc.LastError(); e != nil {
 				return &exitError{code: 1, err: e}
+			}
+			select {
+			case m := <-verdicts:
+				var v struct {
+					OK    bool   `json:"ok"`
+					Error string `json:"error"`
+				}
+				if err := json.Unmarshal(m.Data, &v); err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("bad verdict from session %s: %v", args[0], err)}
+				}
+				if !v.OK {
+					return &exitError{code: 1, err: fmt.Errorf("refused: %s", v.Error)}
+				}
+			case <-time.After(c.timeout):
+				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no serving process answered in %s)", args[0], c.url, c.timeout)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "published %s on %s\n", env.Id, subject)
 			return nil

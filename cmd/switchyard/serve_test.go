@@ -192,6 +192,36 @@ func TestServe(t *testing.T) {
 	// come before the last one.
 	require.Equal(t, 4, events.count("node.completed", "a"))
 
+	// Nothing is lost silently on the way in: an unknown node, edge or
+	// session is refused with the reason.
+	code, _, errOut = cli(t, "pub", "s1", "nosuchnode", "hello?", "--nats", url, "--token", "out")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no node nosuchnode in session s1 (its nodes: a, b)")
+	require.Contains(t, wait("envelope.rejected", "").Message, "no node nosuchnode")
+	code, _, errOut = cli(t, "pub", "s1", "b", "hello?", "--edge", "a:nosuch", "--nats", url, "--token", "out")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no edge a:nosuch in session s1 (its edges: a:b")
+	wait("envelope.rejected", "")
+	code, _, errOut = cli(t, "pub", "nosession", "a", "hello?", "--nats", url, "--token", "out", "--timeout", "500ms")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no session nosession on "+url)
+	// A raw NATS publisher: the event, and the envelope on the session's
+	// dead-letter subject (the admin reads it). (A request gets an error
+	// reply from a session that is not durable: session tests; here the
+	// durable session's stream acknowledges it.)
+	admin, err := nats.Connect(url, nats.Token("adm"))
+	require.NoError(t, err)
+	defer admin.Close()
+	dlq, err := admin.SubscribeSync("sy.s1.dlq")
+	require.NoError(t, err)
+	require.NoError(t, admin.Flush())
+	require.NoError(t, watcher.Publish("sy.s1.node.ghost.in", []byte(`{"kind":"handoff","payload":{"message":"boo"}}`)))
+	require.Contains(t, wait("envelope.rejected", "").Message, "no node ghost in session s1")
+	dead, err := dlq.NextMsg(20 * time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(dead.Data), "boo")
+	require.Equal(t, "sy.s1.node.ghost.in", dead.Header.Get("Switchyard-Subject"))
+
 	// Outside users may not publish on control subjects.
 	code, _, _ = cli(t, "stop", "s1", "--nats", url, "--token", "out", "--timeout", "300ms")
 	require.Equal(t, 1, code)

@@ -1,0 +1,121 @@
+package actors
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/graph"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Verdict is the session's answer to an envelope published with a
+// VerdictHeader (and, for a refusal, to a request on a session that is not
+// durable).
+type Verdict struct {
+	OK      bool   `json:"ok"`
+	Session string `json:"session"`
+	Error   string `json:"error,omitempty"`
+}
+
+// knownSubjects are the subjects the nodes of g receive on: their inboxes
+// and their incoming edges.
+func knownSubjects(session string, g *graph.Graph) map[string]bool {
+	m := make(map[string]bool, len(g.Nodes)+len(g.Edges))
+	for _, n := range g.Nodes {
+		m[broker.NodeIn(session, n.ID)] = true
+	}
+	for _, e := range g.Edges {
+		m[broker.Edge(session, edges.EdgeID(e))] = true
+	}
+	return m
+}
+
+func newTopology(session string, g *graph.Graph) *topology {
+	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g)}
+}
+
+// subscribeStray watches every inbound subject of the session (node
+// inboxes and edges): an envelope on a subject no node receives on is
+// refused visibly — an envelope.rejected event, the envelope on
+// sy.<session>.dlq, and an error reply to a request (sessions that are not
+// durable; a durable session's stream acknowledges requests itself) — and
+// an envelope carrying a broker.VerdictHeader gets the session's verdict.
+func (s *System) subscribeStray() error {
+	for _, pattern := range []string{broker.NodeIn(s.cfg.SessionID, "*"), broker.Edge(s.cfg.SessionID, ">")} {
+		sub, err := s.cfg.Conn.Subscribe(pattern, s.stray)
+		if err != nil {
+			return fmt.Errorf("actors: subscribe %s: %w", pattern, err)
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		s.mu.Lock()
+		s.subs = append(s.subs, sub)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *System) stray(m *nats.Msg) {
+	verdictTo := ""
+	if m.Header != nil {
+		verdictTo = m.Header.Get(broker.VerdictHeader)
+	}
+	if s.topo.Load().subjects[m.Subject] {
+		if verdictTo != "" {
+			s.sendVerdict(verdictTo, Verdict{OK: true, Session: s.cfg.SessionID})
+		}
+		return
+	}
+	why := s.unknownTarget(m.Subject)
+	s.Emit(&pb.Event{Kind: "envelope.rejected", Message: why, Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
+	dl := nats.NewMsg(broker.DeadLetter(s.cfg.SessionID))
+	dl.Data = m.Data
+	dl.Header.Set("Switchyard-Subject", m.Subject)
+	dl.Header.Set("Switchyard-Reason", why)
+	_ = s.cfg.Conn.PublishMsg(dl)
+	v := Verdict{Session: s.cfg.SessionID, Error: why}
+	if verdictTo != "" {
+		s.sendVerdict(verdictTo, v)
+	}
+	if m.Reply != "" && s.cfg.JetStream == nil {
+		data, _ := json.Marshal(v)
+		_ = m.Respond(data)
+	}
+}
+
+// sendVerdict publishes a verdict on an inbox the publisher chose (only
+// reply inboxes: a verdict is never published onto a session's subjects).
+func (s *System) sendVerdict(to string, v Verdict) {
+	if !strings.HasPrefix(to, "_INBOX.") && !strings.HasPrefix(to, "_SYRT.") {
+		return
+	}
+	data, _ := json.Marshal(v)
+	_ = s.cfg.Conn.Publish(to, data)
+}
+
+// unknownTarget says why a subject reaches no node.
+func (s *System) unknownTarget(subj string) string {
+	g := s.graph()
+	rest := strings.TrimPrefix(subj, "sy."+s.cfg.SessionID+".")
+	if node, ok := strings.CutPrefix(rest, "node."); ok {
+		node = strings.TrimSuffix(node, ".in")
+		ids := make([]string, 0, len(g.Nodes))
+		for _, n := range g.Nodes {
+			ids = append(ids, n.ID)
+		}
+		sort.Strings(ids)
+		return fmt.Sprintf("no node %s in session %s (its nodes: %s)", node, s.cfg.SessionID, strings.Join(ids, ", "))
+	}
+	edge := strings.TrimPrefix(rest, "edge.")
+	ids := make([]string, 0, len(g.Edges))
+	for _, e := range g.Edges {
+		ids = append(ids, strings.Replace(edges.EdgeID(e), ".", ":", 1))
+	}
+	sort.Strings(ids)
+	return fmt.Sprintf("no edge %s in session %s (its edges: %s)", strings.Replace(edge, ".", ":", 1), s.cfg.SessionID, strings.Join(ids, ", "))
+}
