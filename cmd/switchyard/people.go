@@ -40,7 +40,7 @@ with --edge FROM:TO. The serving session confirms it takes the envelope; a
 node or edge the session does not have is refused with the reason (exit 1,
 an envelope.rejected event, the envelope on sy.SESSION.dlq), and a session
 nobody serves on --nats is an error ("no session S on URL").`,
-		Args:  sessionArgs(3),
+		Args: sessionArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env := &pb.Envelope{Id: nuid.Next(), SessionId: args[0], Kind: "handoff", ToNode: args[1],
 				CreatedAt: timestamppb.Now(), Payload: &pb.Payload{Message: args[2]}}
