@@ -434,8 +434,9 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	return s.cfg.Conn.PublishMsg(msg)
 }
 
-// Emit publishes an event on sy.<session>.evt.<kind>, stamping the session,
-// sequence and time.
+// Emit publishes an event on sy.<session>.evt.<kind> (protobuf), and its
+// JSON form (EventJSON) on sy.<session>.json.evt.<kind> when anyone
+// subscribes there, stamping the session, sequence and time.
 //
 // Events are published in order by one goroutine of the System, off the
 // actors' path; Emit blocks only when that goroutine is far behind.
@@ -466,6 +467,14 @@ func (s *System) publishEvents() {
 			}
 			if err := s.cfg.Conn.Publish(subj, data); err != nil {
 				s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+			}
+		}
+		// The JSON form, for any NATS client, only when someone listens.
+		if subj := broker.JSONEvent(s.cfg.SessionID, ev.Kind); s.cfg.Interest == nil || s.cfg.Interest(subj) {
+			if data, err := EventJSON(ev); err == nil {
+				if err := s.cfg.Conn.Publish(subj, data); err != nil {
+					s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
+				}
 			}
 		}
 		if s.cfg.OnEvent != nil {

@@ -28,7 +28,7 @@ const RuntimeInboxPrefix = "_SYRT"
 // subjects, nor the JetStream API, nor another connection's replies.
 var (
 	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>"}
-	outsideSubscribe = []string{"sy.*.evt.>"}
+	outsideSubscribe = []string{"sy.*.evt.>", "sy.*.json.evt.>"}
 )
 
 // Private reply inboxes. nats-server has no per-connection subscribe

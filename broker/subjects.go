@@ -47,6 +47,12 @@ func Control(session, verb string) string { return root + "." + session + ".ctl.
 // Event is the subject of one event kind.
 func Event(session, kind string) string { return root + "." + session + ".evt." + kind }
 
+// JSONEvent is the subject of one event kind in JSON, for any NATS client.
+func JSONEvent(session, kind string) string { return root + "." + session + ".json.evt." + kind }
+
+// AllJSONEvents matches every JSON event of a session.
+func AllJSONEvents(session string) string { return root + "." + session + ".json.evt.>" }
+
 // AllEvents matches every event of a session.
 func AllEvents(session string) string { return root + "." + session + ".evt.>" }
 

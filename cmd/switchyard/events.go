@@ -7,45 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // eventJSON is the JSON form of an event that `--json` prints, one object a
-// line: kind, session, seq, time and the kind's own fields, flat.
-func eventJSON(ev *pb.Event) map[string]any {
-	m := map[string]any{"kind": ev.GetKind(), "session": ev.GetSessionId(), "seq": ev.GetSeq()}
-	if t := ev.GetTime(); t != nil {
-		m["time"] = t.AsTime().UTC().Format(time.RFC3339Nano)
-	}
-	if ev.GetNode() != "" {
-		m["node"] = ev.GetNode()
-	}
-	if ev.GetStatus() != "" {
-		m["status"] = ev.GetStatus()
-	}
-	if ev.GetKind() == "node.completed" || ev.GetAttempts() > 0 {
-		m["attempts"] = ev.GetAttempts()
-	}
-	if ev.GetDurationMs() != 0 || ev.GetKind() == "node.completed" {
-		m["duration_ms"] = ev.GetDurationMs()
-	}
-	if ev.GetEdgeId() != "" {
-		m["edge"] = ev.GetEdgeId()
-	}
-	if ev.GetMessage() != "" {
-		m["message"] = ev.GetMessage()
-	}
-	if u := ev.GetUsage(); u != nil {
-		m["usage"] = map[string]any{"input_tokens": u.InputTokens, "output_tokens": u.OutputTokens, "cost": u.Cost}
-	}
-	for _, kv := range ev.GetAttrs() {
-		if _, taken := m[kv.Key]; !taken {
-			m[kv.Key] = kv.Value
-		}
-	}
-	return m
-}
+// line: the form of sy.<session>.json.evt.<kind> (actors.EventMap).
+func eventJSON(ev *pb.Event) map[string]any { return actors.EventMap(ev) }
 
 // jsonRenderer prints one JSON object per event. session.completed carries
 // the session's total usage (the sum of its node.completed usages seen),
