@@ -32,6 +32,7 @@ type Broker struct {
 	srv    *server.Server // nil when external
 	secret string         // the runtime's password on a listening embedded server
 	tmpDir string         // the store of a Memory broker without DataDir, removed by Close
+	lock   *os.File       // the data directory's lock, held while the embedded server runs
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	closed chan struct{} // closed when nc has closed (the end of Drain)
@@ -61,11 +62,18 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 			}
 			b.tmpDir, storeDir = dir, dir
 		}
+		lock, err := lockDir(storeDir)
+		if err != nil {
+			b.removeTmp()
+			return nil, err
+		}
+		b.lock = lock
 		if cfg.Listen != "" {
 			b.secret = newSecret()
 		}
 		srv, err := startEmbedded(ctx, cfg, storeDir, b.secret)
 		if err != nil {
+			unlock(b.lock)
 			b.removeTmp()
 			return nil, err
 		}
@@ -201,6 +209,8 @@ func (b *Broker) shutdownServer() {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 	}
+	unlock(b.lock)
+	b.lock = nil
 	b.removeTmp()
 }
 

@@ -279,3 +279,19 @@ func TestCloseWhileTheExternalServerIsDown(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ext.Conn().IsClosed())
 }
+
+// Two embedded servers on one JetStream directory corrupt it: the second
+// process is refused, clearly, and the directory is free again once the
+// first closes.
+func TestDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := broker.Config{DataDir: dir, ServerName: "first"}
+	first, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	_, err = broker.Start(ctx(t), broker.Config{DataDir: dir, ServerName: "second"})
+	require.ErrorContains(t, err, "data directory "+dir+" is in use by process "+fmt.Sprint(os.Getpid()))
+	require.NoError(t, first.Close())
+	again, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	require.NoError(t, again.Close())
+}

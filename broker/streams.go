@@ -162,8 +162,8 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 	return obj, nil
 }
 
-// DeleteSession removes the session's work stream, event stream, KV bucket
-// and object store. Resources that do not exist are not an error.
+// DeleteSession removes the session's work stream, event stream, KV bucket,
+// object store and lease. Resources that do not exist are not an error.
 func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
@@ -180,6 +180,11 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) 
 	if err := js.DeleteObjectStore(ctx, ObjectsName(session)); err != nil && !notFound(err) {
 		errs = append(errs, fmt.Errorf("broker: delete object store %s: %w", ObjectsName(session), err))
 	}
+	if kv, err := js.KeyValue(ctx, LeaseBucket); err == nil {
+		if err := kv.Purge(ctx, session); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			errs = append(errs, fmt.Errorf("broker: delete lease of %s: %w", session, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -193,4 +198,27 @@ func (s Storage) String() string {
 		return "memory"
 	}
 	return "file"
+}
+
+// LeaseBucket is the KV bucket of session leases: one key per session id
+// whose value names the process that runs it (see package session).
+const LeaseBucket = "sy_leases"
+
+// Leases creates or opens the lease bucket.
+func Leases(ctx context.Context, js jetstream.JetStream, st Storage) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
+	}
+	kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: LeaseBucket, Description: "switchyard: which process runs each session",
+		Storage: st.js(), History: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
+	}
+	return kv, nil
 }

@@ -111,6 +111,8 @@ type journal struct {
 	js         jetstream.JetStream // to write a batch of records at once
 	batch      []pendingRecord     // records a sparse policy has not written yet
 	broken     error               // a record failed: nothing more is written
+	fence      uint64              // the bucket's last sequence this owner knows (0: unfenced)
+	token      string              // this owner's mark (ownerKey)
 	offline    bool                // rebuilding a state from records
 	at         time.Time           // when the last record was written (durable)
 	sched      *scheduler.Snapshot // the scheduler's counters of the last record

@@ -121,11 +121,18 @@ func (j *journal) flushLocked() error {
 // writeRecords publishes the records and waits for their
 // acknowledgements. What a transient fault (a server restart) loses is
 // written again, from the first record not acknowledged, riding through.
+// Each write is fenced: it expects the bucket's last sequence to be the
+// one this owner wrote last, so a process that lost its lease writes
+// nothing (ErrLeaseLost).
 func (j *journal) writeRecords(batch []pendingRecord) error {
 	subject := "$KV." + j.kv.Bucket() + "."
 	acks := make([]jetstream.PubAckFuture, 0, len(batch))
-	for _, r := range batch {
-		f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data)
+	for i, r := range batch {
+		var opts []jetstream.PublishOpt
+		if j.fence != 0 {
+			opts = append(opts, jetstream.WithExpectLastSequence(j.fence+uint64(i)))
+		}
+		f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data, opts...)
 		if err != nil {
 			break // disconnected: the rest is written the patient way
 		}
@@ -136,10 +143,13 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 	for i, r := range batch {
 		if i < len(acks) {
 			select {
-			case <-acks[i].Ok():
+			case ack := <-acks[i].Ok():
+				if j.fence != 0 {
+					j.fence = ack.Sequence
+				}
 				continue
 			case err := <-acks[i].Err():
-				if !broker.Transient(err) {
+				if !broker.Transient(err) && !wrongLast(err) {
 					return err
 				}
 			case <-wait.C():
@@ -157,7 +167,86 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 func (j *journal) putRecord(seq uint64, data []byte) error {
 	ctx, cancel := clock.WithTimeout(context.Background(), j.clk, broker.RideThrough+time.Minute)
 	defer cancel()
-	return putKV(ctx, j.kv, recordKey(seq), data)
+	return j.putLocked(ctx, recordKey(seq), data)
+}
+
+// putLocked writes a key of the session's bucket, riding through a server
+// restart, fenced when the session holds its lease: the write expects the
+// last sequence this owner knows. When the bucket moved on, the owner's
+// mark decides: still ours (an acknowledgement was lost, the write had
+// happened) and the write is made again after the new last sequence; an
+// other owner's and the session lost its lease.
+func (j *journal) putLocked(ctx context.Context, key string, data []byte) error {
+	if j.fence == 0 {
+		return putKV(ctx, j.kv, key, data)
+	}
+	subject := "$KV." + j.kv.Bucket() + "." + key
+	for range 5 {
+		var ack *jetstream.PubAck
+		err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			var err error
+			ack, err = j.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequence(j.fence))
+			return err
+		})
+		if err == nil {
+			j.fence = ack.Sequence
+			return nil
+		}
+		if !wrongLast(err) {
+			return err
+		}
+		if err := j.refence(ctx); err != nil {
+			return err
+		}
+	}
+	return ErrLeaseLost
+}
+
+// refence reads the bucket's last sequence and adopts it if this owner's
+// mark is still the bucket's latest; ErrLeaseLost otherwise.
+func (j *journal) refence(ctx context.Context) error {
+	var last uint64
+	err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		st, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		last = info.State.LastSeq
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var e jetstream.KeyValueEntry
+	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		e, err = j.kv.Get(ctx, ownerKey)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	o := Owner{}
+	if json.Unmarshal(e.Value(), &o) != nil || o.Token != j.token || e.Revision() > last {
+		return ErrLeaseLost
+	}
+	j.fence = last
+	return nil
+}
+
+// wrongLast reports whether err is a fenced write refused because the
+// bucket's last sequence is not the one expected.
+func wrongLast(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
 }
 
 // writeSnapshotLocked writes the whole state (and mirrors it to
@@ -168,7 +257,7 @@ func (j *journal) writeSnapshotLocked(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := putKV(ctx, j.kv, latestKey, data); err != nil {
+	if err := j.putLocked(ctx, latestKey, data); err != nil {
 		return fmt.Errorf("checkpoint store: %w", err)
 	}
 	if j.dir == "" {
@@ -364,6 +453,10 @@ type Meta struct {
 	ForkOf string `json:"fork_of,omitempty"`
 	ForkAt uint64 `json:"fork_at,omitempty"`
 	Input  string `json:"input,omitempty"`
+	// LogsDir and WorkDir are the run directory and the work directory the
+	// session was started with; a resume by serve uses them again.
+	LogsDir string `json:"logs_dir,omitempty"`
+	WorkDir string `json:"work_dir,omitempty"`
 }
 
 // ReadMeta reads a durable session's record of itself.
@@ -393,14 +486,13 @@ func ReadGraph(ctx context.Context, b *broker.Broker, session string) ([]byte, e
 	return e.Value(), nil
 }
 
-// writeMeta records the session and its graph in its bucket.
-func writeMeta(ctx context.Context, kv jetstream.KeyValue, m *Meta, dot string) error {
+// writeMetaLocked records the session and its graph in its bucket.
+func (j *journal) writeMetaLocked(ctx context.Context, m *Meta, dot string) error {
 	data, _ := json.Marshal(m)
-	if _, err := kv.Put(ctx, metaKey, data); err != nil {
+	if err := j.putLocked(ctx, metaKey, data); err != nil {
 		return err
 	}
-	_, err := kv.Put(ctx, graphKey, []byte(dot))
-	return err
+	return j.putLocked(ctx, graphKey, []byte(dot))
 }
 
 // forked starts a fork's bucket: its record of itself, its graph and a
@@ -408,7 +500,7 @@ func writeMeta(ctx context.Context, kv jetstream.KeyValue, m *Meta, dot string) 
 func (j *journal) forked(ctx context.Context, m *Meta, dot string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if err := writeMeta(ctx, j.kv, m, dot); err != nil {
+	if err := j.writeMetaLocked(ctx, m, dot); err != nil {
 		return fmt.Errorf("session: fork: %w", err)
 	}
 	return j.writeSnapshotLocked(ctx)
@@ -419,7 +511,9 @@ func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
 	if j.kv == nil {
 		return nil
 	}
-	if err := writeMeta(ctx, j.kv, m, dot); err != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.writeMetaLocked(ctx, m, dot); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
 	return nil

@@ -84,6 +84,13 @@ type Config struct {
 	// (ID) from another one's checkpoint (0: its latest).
 	ForkOf         string
 	FromCheckpoint uint64
+	// LeaseTTL is how long a durable session's lease lasts without renewal
+	// (DefaultLeaseTTL when zero): another process may take the session
+	// over that long after its owner died.
+	LeaseTTL time.Duration
+	// File is the graph's file, recorded with a durable session (serve
+	// resumes the sessions of the files it is given).
+	File string
 }
 
 // Session is a running graph.
@@ -107,6 +114,7 @@ type Session struct {
 	finish   sync.Once
 	started  time.Time
 	resumed  []*pb.Envelope // pending envelopes of the checkpoint resumed from
+	lease    *lease         // a durable session's lease, released by Stop
 }
 
 // NewID returns a fresh session id.
@@ -130,7 +138,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	if err := s.jr.started(ctx, &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
-		Input: cfg.Input}, cfg.Graph.DOT()); err != nil {
+		Input: cfg.Input, File: cfg.File, LogsDir: s.cfg.LogsDir, WorkDir: s.cfg.WorkDir}, cfg.Graph.DOT()); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -181,6 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 // from checkpoint.json in cfg.LogsDir.
 func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	var cp *Checkpoint
+	var cl *lease
 	var err error
 	if cfg.Durable {
 		src := cfg.ID
@@ -195,7 +204,19 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		if src == "" {
 			return nil, errors.New("session: resume needs the session id")
 		}
+		if cfg.Clock == nil {
+			cfg.Clock = clock.Real()
+		}
+		if !broker.ValidToken(cfg.ID) {
+			return nil, fmt.Errorf("session: invalid session id %q", cfg.ID)
+		}
+		// The lease first: the state is read once no other process can
+		// write it.
+		if cl, err = claim(ctx, &cfg); err != nil {
+			return nil, err
+		}
 		if cp, err = LoadCheckpoint(ctx, cfg.Broker, src, cfg.FromCheckpoint); err != nil {
+			cl.release()
 			return nil, err
 		}
 	} else {
@@ -207,6 +228,9 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		}
 	}
 	if cp.Graph != "" && cp.Graph != cfg.Graph.Name {
+		if cl != nil {
+			cl.release()
+		}
 		return nil, fmt.Errorf("session: checkpoint is of graph %q, not %q", cp.Graph, cfg.Graph.Name)
 	}
 	if cfg.ForkOf != "" {
@@ -214,7 +238,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		// original's is delivered again; the pending envelopes are its own.
 		cp.SessionID, cp.Consumed = cfg.ID, nil
 	}
-	s, err := newSessionWith(cfg, cp)
+	s, err := newSessionWith(cfg, cp, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -271,11 +295,19 @@ func (s *Session) gateOf(node string) (nodes.QuestionType, []nodes.Option, bool)
 	return qt, nodes.Choices(g, node), true
 }
 
-func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil) }
+func newSession(cfg Config) (*Session, error) { return newSessionWith(cfg, nil, nil) }
 
 // newSessionWith makes a session, resuming from cp when it is not nil: the
-// journal holds cp's state before any node starts.
-func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
+// journal holds cp's state before any node starts. A durable session runs
+// under its lease: cl when the caller took it, else taken here; the
+// session releases it (also when it fails to start).
+func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
+	fail := func(err error) (*Session, error) {
+		if cl != nil {
+			cl.release()
+		}
+		return nil, err
+	}
 	var restore *scheduler.Snapshot
 	var firings map[string]uint64
 	var consumed []string
@@ -301,16 +333,22 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		}
 	}
 	if cfg.Graph == nil || cfg.Broker == nil {
-		return nil, errors.New("session: Config needs Graph and Broker")
+		return fail(errors.New("session: Config needs Graph and Broker"))
 	}
 	if cfg.ID == "" {
 		cfg.ID = NewID()
 	}
 	if !broker.ValidToken(cfg.ID) {
-		return nil, fmt.Errorf("session: invalid session id %q", cfg.ID)
+		return fail(fmt.Errorf("session: invalid session id %q", cfg.ID))
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
+	}
+	if cfg.Durable && cl == nil {
+		var err error
+		if cl, err = claim(context.Background(), &cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -320,11 +358,14 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	}
 	if cfg.LogsDir != "" {
 		if err := os.MkdirAll(cfg.LogsDir, 0o755); err != nil {
-			return nil, fmt.Errorf("session: logs dir: %w", err)
+			return fail(fmt.Errorf("session: logs dir: %w", err))
 		}
 	}
 	s := &Session{cfg: cfg, id: cfg.ID, done: make(chan struct{}), loopDone: make(chan struct{}),
 		events: make(chan *pb.Event, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
+	if cl != nil {
+		s.lease = cl // released by closeEvents, on every path from here
+	}
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
 	if cfg.Checkpoint != nil {
 		s.jr.policy = *cfg.Checkpoint
@@ -337,6 +378,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 		// when the configured interviewer has no answer.
 		ctl, err := NewControlInterviewer(nc, cfg.ID, cfg.Clock, func(ev *pb.Event) { s.sys.Emit(ev) }, s.gateOf)
 		if err != nil {
+			s.lease.release()
 			return nil, fmt.Errorf("session: answers: %w", err)
 		}
 		s.ctl = ctl
@@ -363,6 +405,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 			if s.ctl != nil {
 				_ = s.ctl.Close()
 			}
+			s.lease.release()
 			return nil, err
 		}
 	}
@@ -393,12 +436,7 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 				return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
 			}
 		}
-		kv, err := broker.SessionKV(context.Background(), js, cfg.ID, cfg.Broker.Storage())
-		if err != nil {
-			s.closeEvents()
-			return nil, fmt.Errorf("session: checkpoint store: %w", err)
-		}
-		s.jr.kv, s.jr.js = kv, js
+		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}
@@ -426,6 +464,9 @@ func newSessionWith(cfg Config, cp *Checkpoint) (*Session, error) {
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
 			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})
+	}
+	if s.lease != nil {
+		s.lease.renew(s.leaseLost)
 	}
 	// The journal is wired: durable nodes may receive now.
 	if err := sys.StartConsuming(); err != nil {
@@ -557,6 +598,14 @@ func (s *Session) closeEvents() {
 	}
 	close(s.events)
 	<-s.loopDone
+	s.lease.release()
+}
+
+// leaseLost ends a session another process took over: it can write
+// nothing any more (its journal is fenced), so it stops working here.
+func (s *Session) leaseLost(err error) {
+	s.sys.Emit(&pb.Event{Kind: "session.lease_lost", Message: err.Error()})
+	s.complete("fail", err.Error())
 }
 
 // Report returns the report so far.

@@ -93,7 +93,7 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	f.web.add(cmd)
-	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of the web view's readers (env SWITCHYARD_TOKEN)")
+	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of the web view's readers, and for --nats (env SWITCHYARD_TOKEN)")
 	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential of the web view's actors: answer gates, trigger nodes (env SWITCHYARD_ADMIN_TOKEN)")
 }
 
@@ -144,6 +144,9 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 
 	bcfg := broker.DefaultConfig()
 	bcfg.URL = f.nats
+	if f.nats != "" {
+		bcfg.Token = f.token
+	}
 	if f.data != "" {
 		bcfg.DataDir = f.data
 	}
@@ -215,6 +218,16 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	switch {
 	case f.resumeID != "":
 		cfg.ID, cfg.Durable = f.resumeID, true
+		if m, err := session.ReadMeta(ctx, b, f.resumeID); err == nil && f.forkAs == "" {
+			// Where it ran before, unless told otherwise.
+			if f.logs == "" && m.LogsDir != "" {
+				cfg.LogsDir = m.LogsDir
+			}
+			if f.workdir == "" {
+				cfg.WorkDir = m.WorkDir
+			}
+			cfg.File = m.File
+		}
 		if f.forkAs != "" {
 			cfg.ID, cfg.ForkOf, cfg.FromCheckpoint = f.forkAs, f.resumeID, f.from
 		}
@@ -229,6 +242,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		}
 		s, err = session.Resume(ctx, cfg)
 	default:
+		cfg.File = absPath(file)
 		s, err = session.Start(ctx, cfg)
 	}
 	if err != nil {

@@ -47,7 +47,7 @@ type serveFlags struct {
 	workdir                          string
 	roles, prices                    string
 	json                             bool
-	durable, resume                  bool
+	durable, resume, all             bool
 	retain                           time.Duration
 	web                              webFlags
 }
@@ -61,10 +61,15 @@ func newServeCmd() *cobra.Command {
 condition holds; no start or exit node is needed; cycles are bounded by the scheduler)
 and keeps them running until SIGINT or SIGTERM, or until each is stopped with
 'switchyard stop'. With --listen the embedded NATS server accepts outside clients, who
-must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`,
+must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).
+
+Durable sessions of the same files that a process left running are resumed too, each in
+its recorded run and work directory (--all: every running session of the store). A
+session another live process serves is not: each session has one runner, which holds
+its lease.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usageErr(fmt.Errorf("serve needs at least one DOT file"))
+			if len(args) == 0 && !f.all {
+				return usageErr(fmt.Errorf("serve needs at least one DOT file (or --all)"))
 			}
 			if len(f.ids) > 0 && len(f.ids) != len(args) {
 				return usageErr(fmt.Errorf("--id given %d times for %d files", len(f.ids), len(args)))
@@ -94,7 +99,8 @@ must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).`
 	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
-	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of the store that were running")
+	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
+	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
 	return cmd
@@ -172,7 +178,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			id = f.ids[i]
 		}
 		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
-			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable,
+			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]),
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 		obs.instrument(&cfg)
 		s, err := startOrResume(ctx, f, cfg, stderr)
@@ -205,15 +211,20 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			}
 		}()
 	}
-	if f.durable && f.resume {
-		// Sessions of the store that a process left running come back too,
-		// with the graph they ran.
+	if f.durable && (f.resume || f.all) {
+		// Sessions of these files (or, with --all, of the store) that a
+		// process left running come back too, with the graph they ran, in
+		// their own run and work directories.
+		mine := map[string]bool{}
+		for _, file := range files {
+			mine[absPath(file)] = true
+		}
 		running, err := session.Running(ctx, b)
 		if err != nil {
 			fmt.Fprintf(stderr, "listing the store's sessions: %v\n", err)
 		}
 		for _, m := range running {
-			if h.has(m.ID) {
+			if h.has(m.ID) || (!f.all && !mine[m.File]) {
 				continue
 			}
 			g, file, err := storedGraph(ctx, b, m.ID, stderr)
@@ -221,8 +232,18 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
 				continue
 			}
-			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, m.ID), WorkDir: f.workdir,
-				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true,
+			if m.File != "" {
+				file = m.File
+			}
+			logs, work := m.LogsDir, m.WorkDir
+			if logs == "" {
+				logs = filepath.Join(logsRoot, m.ID)
+			}
+			if work == "" {
+				work = f.workdir
+			}
+			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
+				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File,
 				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)
@@ -237,6 +258,10 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			served++
 			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
 		}
+	}
+	if served == 0 {
+		h.stopAll()
+		return &exitError{code: 1, err: fmt.Errorf("no session to serve")}
 	}
 	if err := h.listen(); err != nil {
 		h.stopAll()
@@ -258,6 +283,14 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	}
 	h.stopAll()
 	return nil
+}
+
+// absPath is file's absolute path (file itself if it has none).
+func absPath(file string) string {
+	if p, err := filepath.Abs(file); err == nil {
+		return p
+	}
+	return file
 }
 
 // host keeps the sessions a serve process runs.

@@ -1,0 +1,51 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/brokertest"
+)
+
+// The journal of a process that lost its lease writes nothing: every write
+// expects the bucket's last sequence its owner knows, and the new owner's
+// mark moved it. A write whose acknowledgement was lost (the owner's own
+// write moved the sequence) is made again.
+func TestJournalFenced(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := brokertest.Start(t)
+	l1, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.Real()})
+	require.NoError(t, err)
+	defer l1.release()
+	j := newJournal("", "fenced", "g", clock.Real())
+	j.kv, j.js, j.fence, j.token = l1.bucket, b.JetStream(), l1.fence, l1.owner.Token
+	j.mu.Lock()
+	require.NoError(t, j.putLocked(ctx, "k", []byte("1")))
+	j.fence-- // as if the acknowledgement of that write had been lost
+	require.NoError(t, j.putLocked(ctx, "k", []byte("2")), "still the owner: written again")
+	require.NoError(t, j.writeRecords([]pendingRecord{{seq: 1, data: []byte("r1")}, {seq: 2, data: []byte("r2")}}))
+	j.mu.Unlock()
+
+	// Another process takes the session over (its clock is past the TTL).
+	l2, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.NewFake(time.Now().Add(time.Hour))})
+	require.NoError(t, err)
+	defer l2.release()
+
+	j.mu.Lock()
+	require.ErrorIs(t, j.putLocked(ctx, "k", []byte("3")), ErrLeaseLost)
+	require.ErrorIs(t, j.writeRecords([]pendingRecord{{seq: 3, data: []byte("r3")}}), ErrLeaseLost)
+	j.mu.Unlock()
+	e, err := l1.bucket.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, "2", string(e.Value()), "the ex-owner's write did not land")
+	_, err = l1.bucket.Get(ctx, recordKey(3))
+	require.Error(t, err, "nor its record")
+	e, err = l1.bucket.Get(ctx, recordKey(2))
+	require.NoError(t, err)
+	require.Equal(t, "r2", string(e.Value()))
+}

@@ -1,0 +1,294 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+)
+
+// One session, one runner. A durable session is run by the process that
+// holds its lease: a key (the session id) of the store's lease bucket
+// (broker.LeaseBucket) naming the process and until when it holds the
+// session. The owner renews the lease every third of its TTL, each renewal
+// conditional on the revision it wrote last (an update that finds another
+// revision means the session was taken over: the owner stops it). Another
+// process may take the session over only when the lease has expired (on
+// the taker's clock), or at once when the lease names a process of the
+// same host that no longer exists (a crashed owner). The TTL is recorded
+// in the entry and judged on the session's clock (clock.Clock), so tests
+// drive it, and hosts are expected to keep their clocks in sync (NTP).
+//
+// The lease decides who may start; the journal's fence makes sure that an
+// ex-owner cannot write: the new owner writes its mark into the session's
+// bucket, and every journal write expects the bucket's last sequence it
+// knows (see journal.putLocked).
+
+// DefaultLeaseTTL is how long a session's lease lasts without renewal: the
+// longest a crashed owner keeps its sessions from being taken over by a
+// process of another host.
+const DefaultLeaseTTL = 10 * time.Second
+
+// ownerKey is the key of the session's bucket that names its current
+// owner: written by each owner when it takes the session, it fences the
+// journal of the previous one.
+const ownerKey = "session.owner"
+
+// Owner is who holds a session's lease.
+type Owner struct {
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Since   time.Time `json:"since"`
+	Expires time.Time `json:"expires"`
+	Token   string    `json:"token"`
+}
+
+// HeldError is returned when another live process runs the session.
+type HeldError struct {
+	Session string
+	Owner   Owner
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("session %s is served by %s pid %d since %s", e.Session, e.Owner.Host, e.Owner.PID,
+		e.Owner.Since.UTC().Format(time.RFC3339))
+}
+
+// ErrLeaseLost is the error of a session that another process took over:
+// its journal refuses every write.
+var ErrLeaseLost = errors.New("session: lease lost: another process runs this session now")
+
+// lease is a held session lease and its renewal.
+type lease struct {
+	kv  jetstream.KeyValue
+	id  string
+	clk clock.Clock
+	ttl time.Duration
+
+	mu    sync.Mutex
+	owner Owner
+	rev   uint64
+
+	stop, done chan struct{}
+	started    bool
+
+	// bucket is the session's bucket; fence the sequence of this owner's
+	// mark in it (set by claim).
+	bucket jetstream.KeyValue
+	fence  uint64
+}
+
+var hostName = func() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return h
+}()
+
+func newToken() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// live holds the tokens of the leases this process holds now.
+var live sync.Map
+
+// expired reports whether o no longer holds its session at now: its TTL
+// has passed, or it names a process of this host that is gone, or a lease
+// of this process that was given up (a session stopped while the server
+// was away could not remove its entry).
+func (o Owner) expired(now time.Time) bool {
+	if !now.Before(o.Expires) {
+		return true
+	}
+	if o.Host != hostName {
+		return false
+	}
+	if o.PID == os.Getpid() {
+		_, ok := live.Load(o.Token)
+		return !ok
+	}
+	return !processAlive(o.PID)
+}
+
+// ReadOwner returns the holder of session id's lease, nil when nobody
+// holds it (or the lease expired at now).
+func ReadOwner(ctx context.Context, b *broker.Broker, id string, now time.Time) (*Owner, error) {
+	kv, err := b.JetStream().KeyValue(ctx, broker.LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := &Owner{}
+	if err := json.Unmarshal(e.Value(), o); err != nil || o.expired(now) {
+		return nil, nil
+	}
+	return o, nil
+}
+
+// acquireLease takes session id's lease for this process, or returns a
+// *HeldError naming the process that holds it.
+func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Clock, ttl time.Duration) (*lease, error) {
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	kv, err := broker.Leases(ctx, b.JetStream(), b.Storage())
+	if err != nil {
+		return nil, fmt.Errorf("session: lease: %w", err)
+	}
+	now := clk.Now()
+	l := &lease{kv: kv, id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
+		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken()}}
+	data, _ := json.Marshal(l.owner)
+	for range 5 { // lost races with other takers start over
+		rev, err := kv.Create(ctx, id, data)
+		if err == nil {
+			l.rev = rev
+			live.Store(l.owner.Token, struct{}{})
+			return l, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+		}
+		e, err := kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+		}
+		held := Owner{}
+		if json.Unmarshal(e.Value(), &held) == nil && !held.expired(clk.Now()) {
+			return nil, &HeldError{Session: id, Owner: held}
+		}
+		rev, err = kv.Update(ctx, id, data, e.Revision())
+		if err == nil {
+			l.rev = rev
+			live.Store(l.owner.Token, struct{}{})
+			return l, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+		}
+	}
+	return nil, fmt.Errorf("session: lease of %s: contended", id)
+}
+
+// renew starts renewing the lease every third of its TTL; lost is called
+// once, from the renewal goroutine, if another process took it.
+func (l *lease) renew(lost func(error)) {
+	l.started = true
+	go func() { // owned by the lease: release stops it
+		defer close(l.done)
+		tick := time.NewTicker(l.ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			if err := l.renewOnce(); errors.Is(err, ErrLeaseLost) {
+				lost(err)
+				return
+			}
+		}
+	}()
+}
+
+// renewOnce extends the lease by its TTL from now. ErrLeaseLost when the
+// entry is no longer the one this process wrote; other errors (a server
+// away) are tried again at the next renewal.
+func (l *lease) renewOnce() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	o := l.owner
+	o.Expires = l.clk.Now().Add(l.ttl).UTC()
+	data, _ := json.Marshal(o)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rev, err := l.kv.Update(ctx, l.id, data, l.rev)
+	switch {
+	case err == nil:
+		l.owner, l.rev = o, rev
+		return nil
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyNotFound):
+		return ErrLeaseLost
+	}
+	return err
+}
+
+// release stops the renewal and gives the lease up (unless another
+// process took it meanwhile). Idempotent.
+func (l *lease) release() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	select {
+	case <-l.stop:
+		l.mu.Unlock()
+		return
+	default:
+		close(l.stop)
+		live.Delete(l.owner.Token)
+	}
+	l.mu.Unlock()
+	if l.started {
+		<-l.done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_ = l.kv.Delete(ctx, l.id, jetstream.LastRevision(l.rev))
+}
+
+// claim takes a durable session's lease and writes this owner's mark into
+// the session's bucket: the bucket sequence it returns fences the journal
+// of any previous owner. The caller releases the lease.
+func claim(ctx context.Context, cfg *Config) (*lease, error) {
+	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage())
+	if err != nil {
+		l.release()
+		return nil, fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	data, _ := json.Marshal(l.owner)
+	var seq uint64
+	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		seq, err = kv.Put(ctx, ownerKey, data)
+		return err
+	})
+	if err != nil {
+		l.release()
+		return nil, fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	l.bucket, l.fence = kv, seq
+	return l, nil
+}

@@ -1,0 +1,125 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/session"
+)
+
+const leaseGraph = `digraph s { kind="session"; a [prompt="a"] }`
+
+// A durable session has one runner: while its owner lives, a second start
+// or resume of it is refused with who runs it; when the owner stops, it
+// may be resumed.
+func TestLeaseOneRunner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	cfg := r.config(r.load(leaseGraph))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "owned", true, ""
+	s1, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("session owned is served by %s pid %d since ", host, os.Getpid())
+	_, err = session.Resume(ctx, cfg)
+	require.ErrorContains(t, err, want)
+	var held *session.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, os.Getpid(), held.Owner.PID)
+	_, err = session.Start(ctx, cfg)
+	require.ErrorContains(t, err, want, "a second start is refused the same way")
+
+	o, err := session.ReadOwner(ctx, r.broker, "owned", time.Now())
+	require.NoError(t, err)
+	require.NotNil(t, o)
+	require.Equal(t, os.Getpid(), o.PID)
+
+	s1.Stop()
+	o, err = session.ReadOwner(ctx, r.broker, "owned", time.Now())
+	require.NoError(t, err)
+	require.Nil(t, o, "a stopped session's lease is released")
+	s2, err := session.Resume(ctx, cfg)
+	require.NoError(t, err, "a session nobody runs resumes")
+	s2.Stop()
+}
+
+// A lease another host holds lasts its TTL on the taker's clock: refused
+// before, taken over after.
+func TestLeaseTakeoverAfterTTL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	cfg := r.config(r.load(leaseGraph))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "crashed", true, ""
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	s.Stop()
+
+	// The owner on another machine that died without a word.
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	kv, err := broker.Leases(ctx, r.broker.JetStream(), r.broker.Storage())
+	require.NoError(t, err)
+	data, _ := json.Marshal(session.Owner{Host: "elsewhere", PID: 42, Since: start, Expires: start.Add(10 * time.Second), Token: "t"})
+	_, err = kv.Put(ctx, "crashed", data)
+	require.NoError(t, err)
+
+	clk := clock.NewFake(start.Add(9 * time.Second))
+	cfg.Clock = clk
+	_, err = session.Resume(ctx, cfg)
+	require.EqualError(t, err, "session crashed is served by elsewhere pid 42 since 2026-11-23T12:00:00Z")
+
+	clk.Advance(time.Second)
+	s2, err := session.Resume(ctx, cfg)
+	require.NoError(t, err, "the lease expired: the session is taken over")
+	o, err := session.ReadOwner(ctx, r.broker, "crashed", clk.Now())
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), o.PID)
+	s2.Stop()
+}
+
+// A session whose lease another process took stops: its renewal finds the
+// new owner's entry, it says so, and it completes as failed here.
+func TestLeaseLostStopsTheSession(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	g := r.load(leaseGraph)
+	clk1 := clock.NewFake(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.LogsDir, cfg.Clock = "taken", true, "", clk1
+	cfg.LeaseTTL = 300 * time.Millisecond // renewed every 100 ms
+	s1, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+
+	// Another runner whose clock is past the lease (the owner stalled).
+	clk2 := clock.NewFake(clk1.Now().Add(time.Minute))
+	cfg2 := cfg
+	cfg2.Clock, cfg2.Observer = clk2, nil
+	s2, err := session.Resume(ctx, cfg2)
+	require.NoError(t, err)
+	defer s2.Stop()
+
+	select { // at its next renewal
+	case <-s1.Done():
+	case <-ctx.Done():
+		t.Fatal("the first owner did not stop")
+	}
+	require.NotNil(t, r.event("session.lease_lost", ""))
+	rep := s1.Report()
+	require.Equal(t, "fail", rep.Status)
+	require.Contains(t, rep.Reason, "lease lost")
+	s1.Stop()
+	o, err := session.ReadOwner(ctx, r.broker, "taken", clk2.Now())
+	require.NoError(t, err)
+	require.NotNil(t, o, "the first owner's stop leaves the new owner's lease")
+}
