@@ -62,8 +62,22 @@ func (g *gateCron) Skip(string) Decision { return Decision{} }
 // Timer is the scheduled time: fire and arm the next one.
 func (g *gateCron) Timer() Decision {
 	d := g.fire()
-	g.start()
+	g.rearm()
 	return d
+}
+
+// rearm arms the time that follows the one that fired, not the one that
+// follows now: a firing handled late does not shift the schedule (an
+// "@every 1m" node keeps its minute marks). Times already past are skipped,
+// not fired in a burst.
+func (g *gateCron) rearm() {
+	now := g.clk.Now()
+	next := g.sched.Next(g.next)
+	if g.next.IsZero() || !next.After(now) {
+		next = g.sched.Next(now)
+	}
+	g.next = next
+	g.timer = g.arm(next.Sub(now))
 }
 
 func (g *gateCron) Waiting() string { return "next cron time " + g.next.UTC().Format(time.RFC3339) }

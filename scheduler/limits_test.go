@@ -146,6 +146,26 @@ func TestWindowedCapWaits(t *testing.T) {
 	require.NotNil(t, w, "three firings in the last hour again")
 }
 
+// TestCronDoesNotDrift: a scheduled node handled late keeps its marks:
+// the next firing is a period after the last scheduled time, not after
+// the moment the late firing was handled.
+func TestCronDoesNotDrift(t *testing.T) {
+	s, clk, ns := newSched(t, `digraph g { kind=session; a [trigger=schedule, schedule="@every 1m"] }`)
+	clk.Advance(time.Minute)
+	require.Equal(t, []scheduler.Notice{{Node: "a", Kind: "timer"}}, ns.take())
+	for i := 0; i < 3; i++ {
+		clk.Advance(7 * time.Second) // the owner handles the tick late
+		d, err := s.Timer("a")
+		require.NoError(t, err)
+		require.True(t, d.Fire)
+		clk.Advance(52 * time.Second)
+		require.Empty(t, ns.take())
+		clk.Advance(time.Second)
+		require.Equal(t, []scheduler.Notice{{Node: "a", Kind: "timer"}}, ns.take(), "the next mark is a minute after the last, exactly")
+	}
+	require.Equal(t, t0.Add(4*time.Minute), clk.Now())
+}
+
 func TestSessionStallTimeout(t *testing.T) {
 	s, clk, ns := newSched(t, `digraph g { stall_timeout=5m; a }`)
 	clk.Advance(4 * time.Minute)

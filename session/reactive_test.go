@@ -3,12 +3,14 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
@@ -157,4 +159,66 @@ func TestUnknownTargetsRefused(t *testing.T) {
 	// A known target is delivered as ever.
 	require.NoError(t, nc.Publish(broker.Edge(sv.s.ID(), "a.b"), []byte(`{"payload":{"message":"fine"}}`)))
 	sv.wait("node.completed", "b")
+}
+
+// TestCronThirtyDays: a node scheduled every minute in a session runs for
+// a simulated 30 days on the injectable clock: 43,200 firings, each at its
+// minute mark, none refused, no limit reached, no stall.
+func TestCronThirtyDays(t *testing.T) {
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	fired := make(chan time.Time, 1)
+	digest := nodes.HandlerFunc(func(context.Context, *nodes.Input) (*nodes.Outcome, error) {
+		fired <- clk.Now()
+		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "the same digest"}, nil
+	})
+	var refused atomic.Int64
+	sv := serveSession(t, `digraph cron { digest [type="test.digest", trigger=schedule, schedule="* * * * *"] }`, func(c *session.Config) {
+		c.Clock = clk
+		c.Handlers = map[string]nodes.Handler{"test.digest": digest}
+		c.Checkpoint = &session.CheckpointPolicy{Every: time.Hour} // a checkpoint an hour, as a long session would
+		obs := c.Observer
+		c.Observer = func(ev *pb.Event) {
+			switch ev.Kind {
+			case "node.refused", "iterations.exceeded", "iterations.waiting", "stall.detected", "budget.exceeded":
+				refused.Add(1)
+				obs(ev)
+			}
+		}
+	})
+	// The cron timer is armed once the session started.
+	waitPending(t, clk)
+	const firings = 30 * 24 * 60
+	for i := 1; i <= firings; i++ {
+		clk.Advance(time.Minute)
+		select {
+		case at := <-fired:
+			require.Equal(t, start.Add(time.Duration(i)*time.Minute), at, "firing %d is at its minute mark", i)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("firing %d did not happen; refusals: %d; %s", i, refused.Load(), sv.s.System().Explain("digest").Explain)
+		}
+		if i%1000 == 0 {
+			waitPending(t, clk) // the next minute is armed (it is, long before a thousand)
+		}
+	}
+	require.Zero(t, refused.Load(), "no firing refused, no limit, no stall")
+	st, _ := sv.s.System().Scheduler().State("digest")
+	require.NotEqual(t, "stopped", st.State)
+}
+
+// waitPending waits (with a deadline) until the fake clock has a timer.
+func waitPending(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for clk.Pending() == 0 {
+		changed := clk.Changed()
+		if clk.Pending() > 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("no timer armed")
+		}
+	}
 }
