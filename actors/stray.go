@@ -21,6 +21,9 @@ type Verdict struct {
 	OK      bool   `json:"ok"`
 	Session string `json:"session"`
 	Error   string `json:"error,omitempty"`
+	// Durable says the session keeps its envelopes in JetStream: the
+	// publisher should also wait for the stream's acknowledgement.
+	Durable bool `json:"durable,omitempty"`
 }
 
 // knownSubjects are the subjects the nodes of g receive on: their inboxes
@@ -67,7 +70,7 @@ func (s *System) stray(m *nats.Msg) {
 	}
 	if s.topo.Load().subjects[m.Subject] {
 		if verdictTo != "" {
-			s.sendVerdict(verdictTo, Verdict{OK: true, Session: s.cfg.SessionID})
+			s.sendVerdict(verdictTo, Verdict{OK: true, Session: s.cfg.SessionID, Durable: s.cfg.JetStream != nil})
 		}
 		return
 	}

@@ -32,6 +32,7 @@ func newPubCmd() *cobra.Command {
 	c := &connFlags{}
 	var edge, structured string
 	var files []string
+	var retryFor time.Duration
 	cmd := &cobra.Command{
 		Use:   "pub SESSION NODE MESSAGE",
 		Short: "Publish a message to a node of a running session (its inbox, or an edge with --edge)",
@@ -80,39 +81,22 @@ nobody serves on --nats is an error ("no session S on URL").`,
 			msg := nats.NewMsg(subject)
 			msg.Data = data
 			msg.Header.Set(nats.MsgIdHdr, env.Id)
-			// The serving session sends its verdict to a private inbox:
-			// it takes the envelope, or refuses it with the reason.
-			verdicts := make(chan *nats.Msg, 4)
-			inbox := nc.NewRespInbox()
-			vsub, err := nc.ChanSubscribe(inbox, verdicts)
-			if err != nil {
+			d, err := deliver(nc, msg, c.timeout, retryFor)
+			var refused *errRefused
+			switch {
+			case errors.Is(err, errNobody):
+				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no stream stores it, no serving process answered)", args[0], c.url)}
+			case errors.As(err, &refused):
+				return &exitError{code: 1, err: refused}
+			case err != nil:
 				return &exitError{code: 1, err: err}
 			}
-			defer vsub.Unsubscribe()
-			msg.Header.Set(broker.VerdictHeader, inbox)
-			if err := nc.PublishMsg(msg); err != nil {
-				return &exitError{code: 1, err: err}
+			if d.Stream != "" && !d.Served {
+				fmt.Fprintf(cmd.ErrOrStderr(), "no process serves session %s now: the envelope is stored and is delivered when the session runs again\n", args[0])
 			}
-			if err := nc.FlushTimeout(c.timeout); err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			if e := nc.LastError(); e != nil {
-				return &exitError{code: 1, err: e}
-			}
-			select {
-			case m := <-verdicts:
-				var v struct {
-					OK    bool   `json:"ok"`
-					Error string `json:"error"`
-				}
-				if err := json.Unmarshal(m.Data, &v); err != nil {
-					return &exitError{code: 1, err: fmt.Errorf("bad verdict from session %s: %v", args[0], err)}
-				}
-				if !v.OK {
-					return &exitError{code: 1, err: fmt.Errorf("refused: %s", v.Error)}
-				}
-			case <-time.After(c.timeout):
-				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no serving process answered in %s)", args[0], c.url, c.timeout)}
+			if d.Stream != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "published %s on %s (stored: %s #%d)\n", env.Id, subject, d.Stream, d.Seq)
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "published %s on %s\n", env.Id, subject)
 			return nil
@@ -122,6 +106,7 @@ nobody serves on --nats is an error ("no session S on URL").`,
 	cmd.Flags().StringVar(&edge, "edge", "", "publish on the edge FROM:TO instead of the node's inbox")
 	cmd.Flags().StringVar(&structured, "structured", "", "a JSON object for payload.structured")
 	cmd.Flags().StringArrayVar(&files, "file", nil, "attach a file as an artifact (repeatable)")
+	cmd.Flags().DurationVar(&retryFor, "retry-for", broker.RideThrough, "publish again (same id) until the session's stream acknowledges, for this long")
 	return cmd
 }
 
