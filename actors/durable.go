@@ -229,7 +229,7 @@ func (s *System) deliverDurable(pid *actor.PID, m jetstream.Msg) {
 	if env.Id == "" {
 		// The stream sequence names it for good: a redelivery keeps it.
 		if md, err := m.Metadata(); err == nil {
-			env.Id = fmt.Sprintf("%s.seq.%d", s.cfg.SessionID, md.Sequence.Stream)
+			env.Id = s.ids.sign(fmt.Sprintf("%s.seq.%d", s.cfg.SessionID, md.Sequence.Stream))
 		}
 	}
 	if env.SessionId == "" {

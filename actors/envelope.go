@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -45,13 +44,6 @@ func DecodeEnvelope(data []byte) (*pb.Envelope, error) {
 		return nil, fmt.Errorf("unknown envelope kind %q", env.GetKind())
 	}
 	return env, nil
-}
-
-// envelopeID is the deterministic id of the envelope a node's firing sends
-// to target: the same firing always produces the same ids, so a replay
-// after a crash is de-duplicated by JetStream.
-func envelopeID(session, node string, firing uint64, target string) string {
-	return session + "." + node + "." + strconv.FormatUint(firing, 10) + "." + target
 }
 
 func jitter() float64 { return rand.Float64() }

@@ -603,7 +603,7 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 		target = "jump." + to
 	}
 	env := &pb.Envelope{
-		Id:        envelopeID(a.s.cfg.SessionID, a.node.ID, j.firing, target),
+		Id:        a.s.envelopeID(a.node.ID, j.firing, target),
 		SessionId: a.s.cfg.SessionID,
 		Kind:      KindHandoff,
 		FromNode:  a.node.ID,

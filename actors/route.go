@@ -327,7 +327,7 @@ func (a *nodeActor) continueRoute(j *job, o *nodes.Outcome, ctx map[string]strin
 	a.tickPending = true
 	h := a.jump(j, a.node.ID, o, ctx, bs)
 	h.env.Kind = KindTick
-	h.env.Id = envelopeID(a.s.cfg.SessionID, a.node.ID, j.firing, "tick")
+	h.env.Id = a.s.envelopeID(a.node.ID, j.firing, "tick")
 	return []hop{h}
 }
 

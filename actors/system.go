@@ -71,6 +71,11 @@ type Config struct {
 	// standard: 200ms doubling, capped at 60s, jittered).
 	Backoff func(n int) time.Duration
 	Logger  *slog.Logger
+	// IDKey is the session's secret that signs the runtime's envelope ids
+	// (ids.go), at least 16 bytes. A durable session must give the same
+	// key after a restart (its replayed ids must not change); nil uses a
+	// random key.
+	IDKey []byte
 	// Restore holds the scheduler's counters from a checkpoint (iterations
 	// and budgets are not reset by a resume), and Firings the node firing
 	// numbers (so that envelope ids stay unique).
@@ -127,6 +132,7 @@ type System struct {
 	editMu sync.RWMutex
 
 	dedup *dedupWindow // envelope ids delivered recently
+	ids   *idSigner    // signs the runtime's envelope ids
 
 	// Durable sessions: each node's consumer, and the ids of envelopes
 	// consumed (committed) recently.
@@ -155,6 +161,11 @@ func New(cfg Config) (*System, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
 	}
+	if cfg.IDKey == nil {
+		cfg.IDKey = NewIDKey()
+	} else if len(cfg.IDKey) < 16 {
+		return nil, errors.New("actors: Config.IDKey must have at least 16 bytes")
+	}
 	cfg.Graph = withReverseEdges(cfg.Graph)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -171,6 +182,7 @@ func New(cfg Config) (*System, error) {
 	s.version.Store(1)
 	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
+	s.ids = newIDSigner(cfg.IDKey)
 	s.consumers, s.consumed = map[string]*nodeConsumer{}, newDedupWindow(1<<16)
 	for _, id := range cfg.Consumed {
 		s.consumed.add(id)

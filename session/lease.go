@@ -86,6 +86,8 @@ type lease struct {
 	// mark in it (set by claim).
 	bucket jetstream.KeyValue
 	fence  uint64
+	// idKey signs the runtime's envelope ids (idkey.go).
+	idKey []byte
 }
 
 var hostName = func() string {
@@ -277,6 +279,12 @@ func claim(ctx context.Context, cfg *Config) (*lease, error) {
 	if err != nil {
 		l.release()
 		return nil, fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	// The id key first: the owner's mark below stays the bucket's latest
+	// write, which the journal's fence starts from.
+	if l.idKey, err = idKey(ctx, kv); err != nil {
+		l.release()
+		return nil, fmt.Errorf("session: %w", err)
 	}
 	data, _ := json.Marshal(l.owner)
 	var seq uint64

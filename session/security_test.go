@@ -293,3 +293,103 @@ func TestOutsideArtifactsStayInTheSession(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "own data", string(got))
 }
+
+// TestOutsideCannotPreemptOutputs: before any node fires, an outside
+// client publishes on every edge envelopes with the ids the runtime's
+// outputs would have had (<session>.<node>.<firing>.<edge>), in the body
+// and in Nats-Msg-Id, in the body only, and with guessed signatures. Its
+// envelopes are delivered (publishing on edges from outside works), and
+// every real output is still delivered exactly once.
+func TestOutsideCannotPreemptOutputs(t *testing.T) {
+	r, s, rc := secure(t, "pre", `digraph s { kind="session"; stall_after=0
+		a [type="custom.echo"]; b [type="custom.echo"]; c [type="custom.echo"]; d [type="custom.echo"]
+		a -> b; a -> c; b -> d }`)
+	spy, _ := outside(t, r.broker)
+	forged := 0
+	for firing := 1; firing <= 6; firing++ {
+		for _, e := range [][2]string{{"a", "b"}, {"a", "c"}, {"b", "d"}} {
+			base := fmt.Sprintf("%s.%s.%d.%s.%s", s.ID(), e[0], firing, e[0], e[1])
+			for i, id := range []string{base, base + "~0000000000000000", base + "~" + strings.Repeat("f", 16)} {
+				data, err := proto.Marshal(&pb.Envelope{Id: id, FromNode: e[0], Kind: "handoff",
+					EdgeId: e[0] + "." + e[1], Payload: &pb.Payload{Message: "forged"}})
+				require.NoError(t, err)
+				for _, hdr := range []string{id, fmt.Sprint("other-", firing, e, i)} { // in Nats-Msg-Id too, or in the body only
+					m := nats.NewMsg(broker.Edge(s.ID(), e[0]+"."+e[1]))
+					m.Data = data
+					m.Header.Set(nats.MsgIdHdr, hdr)
+					require.NoError(t, spy.PublishMsg(m))
+				}
+				forged++
+			}
+		}
+	}
+	require.NoError(t, spy.Flush())
+
+	// The forgeries arrive first (the body-only copies are duplicates of
+	// the same ids); then a fires three times.
+	r.waitCount("envelope.duplicate", forged)
+	admin, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer admin.Close()
+	for i := 0; i < 3; i++ {
+		data, err := proto.Marshal(&pb.Envelope{Id: fmt.Sprint("go-", i), Payload: &pb.Payload{Message: "go"}})
+		require.NoError(t, err)
+		require.NoError(t, admin.Publish(broker.NodeIn(s.ID(), "a"), data))
+	}
+	require.NoError(t, admin.Flush())
+
+	real := func(node, from string) int {
+		n := 0
+		for _, m := range rc.messages(node) {
+			if m.Text == "from "+from {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return real("b", "a") >= 3 && real("c", "a") >= 3 && real("d", "b") >= 3 },
+		20*time.Second, 5*time.Millisecond, "b %d, c %d, d %d real inputs; %v", real("b", "a"), real("c", "a"), real("d", "b"), r.kinds())
+	// d also hears of b's firings on the forgeries; the forgeries on b.d
+	// were delivered to d as well.
+	require.Equal(t, 3, real("b", "a"), "a's outputs to b, each once")
+	require.Equal(t, 3, real("c", "a"), "a's outputs to c, each once")
+	forgedAt := func(node string) int {
+		n := 0
+		for _, m := range rc.messages(node) {
+			if m.Text == "forged" {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 18, forgedAt("b"), "outside envelopes on a -> b are delivered")
+	require.Equal(t, 18, forgedAt("c"))
+	require.Eventually(t, func() bool { return real("d", "b") >= 3+18 }, 20*time.Second, 5*time.Millisecond,
+		"every firing of b reaches d: %d", real("d", "b"))
+	require.Equal(t, 18, forgedAt("d"), "outside envelopes on b -> d are delivered")
+	for _, m := range rc.messages("b") {
+		if m.Text == "from a" {
+			require.Regexp(t, `^pre\.a\.\d+\.a\.b~[0-9a-f]{16}$`, m.ID, "the runtime's ids are signed")
+		}
+	}
+}
+
+// TestOutsideTextStaysData: an outside envelope whose text is shell code
+// reaches a tool node as data (SWITCHYARD_INPUT), never as a command.
+func TestOutsideTextStaysData(t *testing.T) {
+	r, s, _ := secure(t, "tool", `digraph s { kind="session"
+		t [type="tool", tool_command="printf '%s' \"$SWITCHYARD_INPUT\""] }`)
+	spy, _ := outside(t, r.broker)
+	work := t.TempDir()
+	attack := fmt.Sprintf("$(touch %s/a) `touch %s/b`; touch %s/c", work, work, work)
+	data, err := json.Marshal(map[string]any{"id": "shell", "payload": map[string]any{"message": attack}})
+	require.NoError(t, err)
+	require.NoError(t, spy.Publish(broker.NodeIn(s.ID(), "t"), data))
+	r.waitCount("node.completed", 1)
+	ev := r.event("node.completed", "t")
+	require.Equal(t, "success", ev.Status, ev.Message)
+	require.Equal(t, attack, r.file("t", "stdout.txt"))
+	entries, err := os.ReadDir(work)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the text ran as a command")
+}

@@ -157,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		caller, _ = nodes.CallerFrom(ctx)
 	}
 	env := &pb.Envelope{
-		Id: s.id + ".input", SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
+		Id: s.sys.MintID(s.id + ".input"), SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
 		CreatedAt: timestamppb.New(s.clock().Now()),
 		Payload:   &pb.Payload{Message: cfg.Input},
 		Context:   kvs(initialContext(cfg)),
@@ -437,6 +437,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 		}
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
+		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}

@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"strconv"
+	"sync"
+)
+
+// Envelope ids. An envelope's id is its JetStream de-duplication id
+// (Nats-Msg-Id) and the id the session's dedup windows remember. The
+// runtime's ids are deterministic — the same firing always produces the
+// same ids, so a replay after a crash is recognised — and therefore
+// predictable (<session>.<node>.<firing>.<target>). Anyone who may publish
+// on an edge could then send an envelope with the id of a node's next
+// output before it fires: the forged one would be consumed and the real
+// one dropped as a duplicate, by the stream (Nats-Msg-Id) or by the node
+// (the id in the body).
+//
+// So the runtime's ids carry a signature: base + "~" + 16 hex digits of
+// HMAC-SHA256(key, base), with a per-session secret key that never leaves
+// the runtime (a durable session keeps it in its KV bucket, which outside
+// roles cannot read). They stay deterministic for the runtime and cannot
+// be predicted from outside, even by someone who has seen earlier ids in
+// events. Outside ids are left as they are: their own retries still
+// de-duplicate, replies still name them (agent.reply in_reply_to), and no
+// outside id can equal a future id of the runtime's.
+//
+// Re-minting outside ids on arrival cannot do this alone: the stream
+// de-duplicates on Nats-Msg-Id before the runtime sees the message, and
+// publish permissions cannot restrict headers. A separate ingest subject
+// would change the documented subjects outside systems publish on.
+
+// idTagLen is the number of hex digits of an id's signature (64 bits).
+const idTagLen = 16
+
+// NewIDKey returns a random key for Config.IDKey.
+func NewIDKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}
+
+// idSigner signs the runtime's envelope ids; it is safe for concurrent
+// use.
+type idSigner struct{ pool sync.Pool }
+
+func newIDSigner(key []byte) *idSigner {
+	key = append([]byte(nil), key...)
+	g := &idSigner{}
+	g.pool.New = func() any { return hmac.New(sha256.New, key) }
+	return g
+}
+
+// sign returns base with its signature.
+func (g *idSigner) sign(base string) string {
+	h := g.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write([]byte(base))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	g.pool.Put(h)
+	buf := make([]byte, 0, len(base)+1+idTagLen)
+	buf = append(buf, base...)
+	buf = append(buf, '~')
+	buf = hex.AppendEncode(buf, sum[:idTagLen/2])
+	return string(buf)
+}
+
+// envelopeID is the id of the envelope a node's firing sends to target.
+func (s *System) envelopeID(node string, firing uint64, target string) string {
+	return s.ids.sign(s.cfg.SessionID + "." + node + "." + strconv.FormatUint(firing, 10) + "." + target)
+}
+
+// MintID signs base as an id of the runtime's (the session's input
+// envelope): deterministic for this session, unpredictable from outside.
+func (s *System) MintID(base string) string { return s.ids.sign(base) }
