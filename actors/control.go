@@ -91,10 +91,25 @@ func (s *System) Explain(node string) ExplainReply {
 			r.Error = "no node " + node
 		} else {
 			r.Explain = s.sched.Explain(node)
+			if q, ok := s.asking(node); ok {
+				r.Explain = "waiting for a person's answer to: " + q + " (switchyard answer, or the web view)\n" + r.Explain
+			}
 		}
 	}
 	for _, st := range s.sched.States() {
-		r.States = append(r.States, GateState{Node: st.Node, State: st.State, Reason: st.Reason, Since: st.Since.UTC().Format("2006-01-02T15:04:05Z07:00")})
+		gs := GateState{Node: st.Node, State: st.State, Reason: st.Reason, Since: st.Since.UTC().Format("2006-01-02T15:04:05Z07:00")}
+		if q, ok := s.asking(st.Node); ok && st.State == "running" {
+			gs.State, gs.Reason = "waiting", "waiting for an answer: "+q
+		}
+		r.States = append(r.States, gs)
 	}
 	return r
+}
+
+// asking is Config.Asking, false when it is not set.
+func (s *System) asking(node string) (string, bool) {
+	if s.cfg.Asking == nil {
+		return "", false
+	}
+	return s.cfg.Asking(node)
 }

@@ -93,6 +93,10 @@ type Config struct {
 	// goroutine; it must not block for long. The session observes its own
 	// events this way instead of reading them back from NATS.
 	OnEvent func(*pb.Event)
+	// Asking, when set, tells whether a node's running handler waits on a
+	// person's answer, and to which question: Explain shows such a node as
+	// waiting (the scheduler sees it running).
+	Asking func(node string) (question string, ok bool)
 	// Interest, when set, tells whether anyone subscribes to an event's
 	// subject; events nobody listens to are not published (OnEvent still
 	// gets them).

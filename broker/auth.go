@@ -23,11 +23,13 @@ const adminUser = "switchyard-runtime"
 const RuntimeInboxPrefix = "_SYRT"
 
 // Subjects an outside user may use: publish on node inboxes and edges,
-// subscribe to events and to the reply inbox of its own connection
-// (PrivateInbox). Nothing else, and in particular neither control
-// subjects, nor the JetStream API, nor another connection's replies.
+// ask a session to explain its nodes' states (sy.*.ctl.explain: read
+// only, as the events are), subscribe to events and to the reply inbox of
+// its own connection (PrivateInbox). Nothing else, and in particular
+// neither the control subjects that act, nor the JetStream API, nor
+// another connection's replies.
 var (
-	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>"}
+	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>", "sy.*.ctl.explain"}
 	outsideSubscribe = []string{"sy.*.evt.>", "sy.*.json.evt.>"}
 )
 

@@ -59,6 +59,7 @@ type ControlInterviewer struct {
 
 	mu      sync.Mutex
 	waiting map[string]chan AnswerMessage
+	asking  map[string]string // node -> the question it waits on
 	early   map[string][]AnswerMessage
 	sub     *nats.Subscription
 }
@@ -70,7 +71,7 @@ func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emi
 		clk = clock.Real()
 	}
 	c := &ControlInterviewer{nc: nc, session: sessionID, clk: clk, emit: emit, gates: gates,
-		waiting: map[string]chan AnswerMessage{}, early: map[string][]AnswerMessage{}}
+		waiting: map[string]chan AnswerMessage{}, asking: map[string]string{}, early: map[string][]AnswerMessage{}}
 	sub, err := nc.Subscribe(broker.Control(sessionID, "answer"), c.receive)
 	if err != nil {
 		return nil, err
@@ -165,12 +166,14 @@ func (c *ControlInterviewer) Ask(ctx context.Context, q *nodes.Question) (*nodes
 		ch <- early[0]
 	} else {
 		c.waiting[q.Stage] = ch
+		c.asking[q.Stage] = q.Text
 	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		if c.waiting[q.Stage] == ch {
 			delete(c.waiting, q.Stage)
+			delete(c.asking, q.Stage)
 		}
 		c.mu.Unlock()
 	}()
@@ -189,6 +192,15 @@ func (c *ControlInterviewer) Ask(ctx context.Context, q *nodes.Question) (*nodes
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// Asking returns the question a node waits on an answer to; ok is false
+// when it waits on none.
+func (c *ControlInterviewer) Asking(node string) (question string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	question, ok = c.asking[node]
+	return question, ok
 }
 
 // Fallback asks first; when first has no answer (SKIPPED, as an empty

@@ -454,6 +454,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		}
 		s.resumed = pending
 	}
+	if s.ctl != nil {
+		acfg.Asking = s.ctl.Asking
+	}
 	sys, err := actors.New(acfg)
 	if err != nil {
 		s.closeEvents()

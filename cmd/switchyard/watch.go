@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
@@ -30,7 +32,10 @@ func newWatchCmd() *cobra.Command {
 		Short: "Watch a running session: node states, work in flight, budgets, last events",
 		Long: `Watch follows a session's events. In a terminal it redraws a live view in place (node
 states, handlers in flight, budgets, the last events); otherwise (or with --plain) it prints
-one line per event. It ends when the session completes or stops, or on Ctrl-C.`,
+one line per event. It starts with every node's state at once (asked of the session, as
+explain does; a human gate waiting for its answer shows as waiting) and fails when the
+session does not answer within --timeout (an unknown session, or one not running). It
+ends when the session completes or stops, or on Ctrl-C.`,
 		Args: sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nc, err := c.connect()
@@ -42,7 +47,7 @@ one line per event. It ends when the session completes or stops, or on Ctrl-C.`,
 			live := !plain && isTerminal(os.Stdout) && out == io.Writer(os.Stdout)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return watch(ctx, nc, args[0], out, live)
+			return watch(ctx, nc, args[0], out, live, c.timeout)
 		},
 	}
 	c.add(cmd)
@@ -76,6 +81,16 @@ func (v *watchView) node(id string) *nodeView {
 	return n
 }
 
+// snapshot sets every node's state from the session's answer.
+func (v *watchView) snapshot(states []actors.GateState) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, st := range states {
+		n := v.node(st.Node)
+		n.state, n.detail = st.State, st.Reason
+	}
+}
+
 // apply updates the view with an event.
 func (v *watchView) apply(ev *pb.Event) {
 	v.mu.Lock()
@@ -95,8 +110,12 @@ func (v *watchView) apply(ev *pb.Event) {
 					t.Cost += u.Cost
 				}
 			}
-		case "gate.waiting", "lock.waiting", "node.waiting", "human.question":
+		case "gate.waiting", "lock.waiting", "node.waiting":
 			n.state, n.detail = "waiting", ev.Message
+		case "human.question":
+			n.state, n.detail = "waiting", "waiting for an answer: "+ev.Message
+		case "human.answer", "node.retrying":
+			n.state, n.detail = "running", ev.Message
 		case "node.refused", "iterations.exceeded", "stall.detected":
 			n.state, n.detail = "stopped", ev.Message
 		case "budget.threshold", "budget.exceeded":
@@ -173,7 +192,7 @@ func (v *watchView) render(w io.Writer) {
 	_, _ = io.WriteString(w, b.String())
 }
 
-func watch(ctx context.Context, nc *nats.Conn, id string, out io.Writer, live bool) error {
+func watch(ctx context.Context, nc *nats.Conn, id string, out io.Writer, live bool, timeout time.Duration) error {
 	v := &watchView{session: id, nodes: map[string]*nodeView{}, budgets: map[string]string{}}
 	ch := make(chan *nats.Msg, 4096)
 	sub, err := nc.ChanSubscribe(broker.AllEvents(id), ch)
@@ -183,6 +202,29 @@ func watch(ctx context.Context, nc *nats.Conn, id string, out io.Writer, live bo
 	defer sub.Unsubscribe()
 	if err := nc.Flush(); err != nil {
 		return &exitError{code: 1, err: err}
+	}
+	// The snapshot: every node's state at once, after the subscription so
+	// that no event is missed between them.
+	data, _ := json.Marshal(actors.ExplainRequest{})
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	msg, err := nc.RequestWithContext(rctx, broker.Control(id, "explain"), data)
+	cancel()
+	if err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("session %s did not answer within %s: unknown, or not running (%v)", id, timeout, err)}
+	}
+	var snap actors.ExplainReply
+	if err := json.Unmarshal(msg.Data, &snap); err != nil {
+		return &exitError{code: 1, err: fmt.Errorf("session %s: bad snapshot: %v", id, err)}
+	}
+	v.snapshot(snap.States)
+	if !live {
+		for _, st := range snap.States {
+			line := st.Node + "  " + st.State
+			if st.Reason != "" {
+				line += "  " + firstLine(st.Reason)
+			}
+			fmt.Fprintln(out, line)
+		}
 	}
 	var tick <-chan time.Time
 	if live {

@@ -55,10 +55,8 @@ func serveHTTP(t *testing.T, dot string, extra ...string) (web string, natsURL s
 		time.Sleep(20 * time.Millisecond) // polling serve's output, not synchronising work
 	}
 	t.Cleanup(func() {
-		code, _, errOut := cli(t, "stop", "w1", "--nats", natsURL, "--token", "adm", "--timeout", "5s")
-		if code != 0 {
-			t.Errorf("stop: %s", errOut)
-		}
+		// The test may have stopped it already: then serve is exiting.
+		_, _, _ = cli(t, "stop", "w1", "--nats", natsURL, "--token", "adm", "--timeout", "5s")
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):
