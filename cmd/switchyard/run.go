@@ -174,7 +174,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 
 	var iv nodes.Interviewer = nodes.NewQueue(answers)
-	if isTerminal(stdin) {
+	if isTerminal(stdin) && !obs.answersOnPage() {
 		iv = session.Fallback(iv, nodes.Console(stdin, stderr))
 	}
 	id := f.id
@@ -196,7 +196,8 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 	cfg := session.Config{
 		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render,
-		Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
+		ControlAnswers: obs.answersOnPage(), // gates without a pre-set answer are answered on the page
+		Deps:           nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}
 	if obs.tp != nil {
 		// The run is a trace: every firing span is under this one.
@@ -213,8 +214,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		done := conv.start(cctx)
 		defer func() { stop(); <-done }()
 	}
-	obs.instrument(&cfg)
-	var s *session.Session
+	// The session's id first: the observers label by it.
 	switch {
 	case f.resumeID != "":
 		cfg.ID, cfg.Durable = f.resumeID, true
@@ -231,15 +231,26 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		if f.forkAs != "" {
 			cfg.ID, cfg.ForkOf, cfg.FromCheckpoint = f.forkAs, f.resumeID, f.from
 		}
-		if g.Kind() == "session" {
-			return serveResumed(ctx, cfg, g, file, obs, stderr)
-		}
-		s, err = session.Resume(ctx, cfg)
 	case f.resume != "":
 		cfg.ID = f.id // the checkpoint's id unless --id is given
 		if cfg.Durable && cfg.ID == "" {
 			cfg.ID = runDirSession(f.resume)
 		}
+		if cfg.ID == "" {
+			if cp, err := session.ReadCheckpoint(f.resume); err == nil {
+				cfg.ID = cp.SessionID
+			}
+		}
+	}
+	obs.instrument(&cfg)
+	var s *session.Session
+	switch {
+	case f.resumeID != "":
+		if g.Kind() == "session" {
+			return serveResumed(ctx, cfg, g, file, obs, stderr)
+		}
+		s, err = session.Resume(ctx, cfg)
+	case f.resume != "":
 		s, err = session.Resume(ctx, cfg)
 	default:
 		cfg.File = absPath(file)

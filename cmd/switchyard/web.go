@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/observe"
 	"github.com/switchyard/switchyard/session"
+	"github.com/switchyard/switchyard/web"
 )
 
 // webFlags are the flags of the HTTP listener (the web view and /metrics).
@@ -80,11 +81,14 @@ type observers struct {
 	tp     *sdktrace.TracerProvider
 	web    *webServer
 	stderr io.Writer
+
+	mu   sync.Mutex
+	cfgs map[string]web.Info // what instrument saw of each session
 }
 
 // startObservers starts what the flags and the environment ask for.
 func startObservers(ctx context.Context, wf *webFlags, creds webCreds, b *broker.Broker, defProvider string, stderr io.Writer) (*observers, error) {
-	o := &observers{stderr: stderr}
+	o := &observers{stderr: stderr, cfgs: map[string]web.Info{}}
 	if err := wf.check(creds); err != nil {
 		return nil, err
 	}
@@ -119,7 +123,17 @@ func (o *observers) instrument(cfg *session.Config) {
 		return
 	}
 	o.tel.Instrument(cfg)
+	if o.web != nil {
+		o.web.view.Observe(cfg)
+		o.mu.Lock()
+		o.cfgs[cfg.ID] = web.Info{LogsDir: cfg.LogsDir, Durable: cfg.Durable}
+		o.mu.Unlock()
+	}
 }
+
+// answersOnPage reports whether people answer human gates on the web page
+// (--http): then the session takes answers on its control subject.
+func (o *observers) answersOnPage() bool { return o != nil && o.web != nil }
 
 // add makes a started session visible to scrapes and the web view; the
 // returned func forgets it (call it when the session is stopped).
@@ -127,7 +141,16 @@ func (o *observers) add(s *session.Session, file string) func() {
 	if o == nil || o.tel == nil {
 		return func() {}
 	}
-	return o.tel.Track(s)
+	untrack := o.tel.Track(s)
+	if o.web == nil {
+		return untrack
+	}
+	o.mu.Lock()
+	info := o.cfgs[s.ID()]
+	o.mu.Unlock()
+	info.File = file
+	forget := o.web.view.Add(s, info)
+	return func() { untrack(); forget() }
 }
 
 // close stops the web server and flushes the spans.
@@ -149,6 +172,7 @@ func (o *observers) close() {
 
 // webServer is the HTTP listener.
 type webServer struct {
+	view  *web.Server
 	creds webCreds
 	open  bool // --http-insecure-loopback
 	tel   *observe.Telemetry
@@ -156,8 +180,6 @@ type webServer struct {
 	ln    net.Listener
 	srv   *http.Server
 	done  chan struct{}
-
-	mu sync.Mutex
 }
 
 func newWebServer(addr string, creds webCreds, open bool, tel *observe.Telemetry, b *broker.Broker) (*webServer, error) {
@@ -165,9 +187,10 @@ func newWebServer(addr string, creds webCreds, open bool, tel *observe.Telemetry
 	if err != nil {
 		return nil, fmt.Errorf("--http: %w", err)
 	}
-	w := &webServer{creds: creds, open: open, tel: tel, b: b, ln: ln, done: make(chan struct{})}
+	w := &webServer{view: web.New(b), creds: creds, open: open, tel: tel, b: b, ln: ln, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", tel.Handler())
+	mux.Handle("/", w.view.Handler())
 	w.srv = &http.Server{Handler: w.authenticate(mux), ReadHeaderTimeout: 10 * time.Second}
 	go func() { // owned by the server: ends when close shuts it down
 		defer close(w.done)
@@ -179,6 +202,7 @@ func newWebServer(addr string, creds webCreds, open bool, tel *observe.Telemetry
 func (w *webServer) url() string { return "http://" + w.ln.Addr().String() + "/" }
 
 func (w *webServer) close() {
+	w.view.Close() // ends the pages' event streams
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := w.srv.Shutdown(ctx); err != nil {
