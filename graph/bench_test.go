@@ -39,3 +39,45 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// undeclaredEdgesSrc is n edges between nodes no statement declares.
+func undeclaredEdgesSrc(n int) []byte {
+	var b strings.Builder
+	b.WriteString("digraph g {\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "n%d -> m%d\n", i, i)
+	}
+	b.WriteString("}\n")
+	return []byte(b.String())
+}
+
+// nestedSubgraphsSrc is n subgraphs, each inside the previous one.
+func nestedSubgraphsSrc(n int) []byte {
+	return []byte("digraph g {\n" + strings.Repeat("subgraph { ", n) + "a" + strings.Repeat(" }", n) + "\n}\n")
+}
+
+// BenchmarkParseValidate: parse and validate (Load) grow linearly with the
+// graph: a pipeline of 10,000 and 100,000 nodes, and the hostile files of
+// 100,000 undeclared edges and 100,000 nested subgraphs (refused).
+func BenchmarkParseValidate(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		src    []byte
+		refuse bool
+	}{
+		{"pipeline/nodes=10000", pipelineSrc(10_000), false},
+		{"pipeline/nodes=100000", pipelineSrc(100_000), false},
+		{"undeclared-edges=100000", undeclaredEdgesSrc(100_000), true},
+		{"nested-subgraphs=100000", nestedSubgraphsSrc(100_000), true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, diags := graph.Load("bench.dot", tc.src); diags.HasErrors() != tc.refuse {
+					b.Fatalf("errors: %v, want %v", diags.HasErrors(), tc.refuse)
+				}
+			}
+		})
+	}
+}

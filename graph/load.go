@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"os"
 )
 
@@ -101,15 +102,43 @@ func Validate(g *Graph, opts ...LoadOption) Diagnostics {
 func validate(g *Graph, o *loadOptions) Diagnostics {
 	var ds Diagnostics
 	for _, r := range append(BuiltinRules(o.known), o.rules...) {
-		for _, d := range r.Check(g) {
+		found := r.Check(g)
+		for i := range found {
+			d := &found[i]
 			if d.Pos.File == "" {
 				d.Pos.File = g.Pos.File
 			}
 			if d.Rule == "" {
 				d.Rule = r.Name()
 			}
-			ds = append(ds, d)
 		}
+		ds = append(ds, capDiagnostics(found, r.Name())...)
 	}
 	return ds
+}
+
+// capDiagnostics keeps the first maxDiagnosticsPerRule diagnostics of a
+// rule (by position) and counts the rest in one more, at the first one
+// left out: a hostile file with 100,000 faults gets a readable answer.
+func capDiagnostics(ds Diagnostics, rule string) Diagnostics {
+	if len(ds) <= maxDiagnosticsPerRule+1 { // a rule may have capped itself
+		return ds
+	}
+	ds.Sort()
+	rest := ds[maxDiagnosticsPerRule:]
+	sev := SeverityWarning
+	for _, d := range rest {
+		if d.Severity == SeverityError {
+			sev = SeverityError
+			break
+		}
+	}
+	return append(ds[:maxDiagnosticsPerRule:maxDiagnosticsPerRule], moreDiagnostics(rest[0].Pos, sev, rest[0].Rule, len(rest)))
+}
+
+// moreDiagnostics counts the n diagnostics of rule left out, the first at
+// pos.
+func moreDiagnostics(pos Pos, sev Severity, rule string, n int) Diagnostic {
+	return Diagnostic{Pos: pos, Severity: sev, Rule: rule,
+		Message: fmt.Sprintf("%d more %s diagnostics not shown (at most %d per rule)", n, rule, maxDiagnosticsPerRule)}
 }

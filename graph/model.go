@@ -1,9 +1,11 @@
 package graph
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/edges/cond"
@@ -162,8 +164,42 @@ type Graph struct {
 	Subgraphs []*Subgraph
 	Pos       Pos
 
-	byID       map[string]*Node
-	undeclared []nodeRef // edge endpoints no node statement declared
+	byID          map[string]*Node
+	undeclared    []nodeRef       // edge endpoints no node statement declared
+	undeclaredSet map[string]bool // the ids of undeclared
+	adj           atomic.Value    // *adjacency of Edges, built on first use
+}
+
+// adjacency indexes a graph's edges by endpoint. It belongs to one Edges
+// slice (its first element's address and its length): appending an edge
+// or replacing the slice makes a new one. Edges are never changed in
+// place once added.
+type adjacency struct {
+	n       int
+	first   **Edge
+	out, in map[string][]*Edge
+}
+
+// smallGraph is the edge count below which Outgoing and Incoming scan.
+const smallGraph = 32
+
+// adjacency returns the index of g's edges, building it when Edges
+// changed. Concurrent readers may each build it; any of them is right.
+func (g *Graph) adjacency() *adjacency {
+	var first **Edge
+	if len(g.Edges) > 0 {
+		first = &g.Edges[0]
+	}
+	if a, _ := g.adj.Load().(*adjacency); a != nil && a.n == len(g.Edges) && a.first == first {
+		return a
+	}
+	a := &adjacency{n: len(g.Edges), first: first, out: map[string][]*Edge{}, in: map[string][]*Edge{}}
+	for _, e := range g.Edges {
+		a.out[e.From] = append(a.out[e.From], e)
+		a.in[e.To] = append(a.in[e.To], e)
+	}
+	g.adj.Store(a)
+	return a
 }
 
 // Subgraph is a subgraph of the DOT file: its id, its graph attributes and
@@ -173,6 +209,8 @@ type Subgraph struct {
 	Attrs Attrs
 	Nodes []string
 	Pos   Pos
+
+	has map[string]bool // Nodes, while parsing
 }
 
 // Node is one node of a graph.
@@ -215,6 +253,9 @@ func (g *Graph) reindex() {
 
 // Outgoing returns the edges leaving id, in declaration order.
 func (g *Graph) Outgoing(id string) []*Edge {
+	if len(g.Edges) >= smallGraph {
+		return slices.Clone(g.adjacency().out[id])
+	}
 	var out []*Edge
 	for _, e := range g.Edges {
 		if e.From == id {
@@ -226,6 +267,9 @@ func (g *Graph) Outgoing(id string) []*Edge {
 
 // Incoming returns the edges entering id, in declaration order.
 func (g *Graph) Incoming(id string) []*Edge {
+	if len(g.Edges) >= smallGraph {
+		return slices.Clone(g.adjacency().in[id])
+	}
 	var in []*Edge
 	for _, e := range g.Edges {
 		if e.To == id {

@@ -14,7 +14,6 @@ import (
 const maxErrors = 20
 
 var (
-	identRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	keyRE      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 	intRE      = regexp.MustCompile(`^[-+]?[0-9]+$`)
 	floatRE    = regexp.MustCompile(`^[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
@@ -35,7 +34,18 @@ func isKeyword(s string) bool {
 }
 
 // IsIdentifier reports whether s is a valid node id: [A-Za-z_][A-Za-z0-9_]*.
-func IsIdentifier(s string) bool { return identRE.MatchString(s) }
+func IsIdentifier(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseFile parses the DOT file at path.
 func ParseFile(path string) (*Graph, error) {
@@ -49,6 +59,10 @@ func ParseFile(path string) (*Graph, error) {
 // Parse reads one digraph in the Attractor DOT subset. The error, if any,
 // is an ErrorList of positioned errors. Parse never panics.
 func Parse(filename string, src []byte) (*Graph, error) {
+	if len(src) > MaxFileSize {
+		return nil, ErrorList{{Pos: Pos{File: filename, Line: 1, Col: 1}, Rule: "max_file_size",
+			Msg: fmt.Sprintf("the file has %d bytes: more than the limit of %d (MaxFileSize)", len(src), MaxFileSize)}}
+	}
 	if len(bytes.TrimSpace(src)) == 0 {
 		return nil, ErrorList{{Pos: Pos{File: filename, Line: 1, Col: 1}, Rule: "empty_input", Msg: "the file is empty: expected digraph NAME { ... }"}}
 	}
@@ -86,6 +100,7 @@ type parser struct {
 
 	declared map[string]bool // nodes declared by a node statement
 	refs     []nodeRef       // nodes referenced by edges
+	depth    int             // subgraphs open
 }
 
 type nodeRef struct {
@@ -203,6 +218,10 @@ func (p *parser) parseFile() (g *Graph) {
 			// Graphviz creates such nodes implicitly; Attractor requires a
 			// declaration (edge_target_exists), which catches typos.
 			p.g.undeclared = append(p.g.undeclared, r)
+			if p.g.undeclaredSet == nil {
+				p.g.undeclaredSet = map[string]bool{}
+			}
+			p.g.undeclaredSet[r.id] = true
 		}
 	}
 	p.g.indexEdges()
@@ -317,6 +336,11 @@ func (p *parser) parseSubgraph(sc *scope) {
 	if sg.ID == "" {
 		sg.ID = "subgraph" + strconv.Itoa(len(p.g.Subgraphs)+1)
 	}
+	if p.depth++; p.depth > MaxSubgraphDepth {
+		p.errorf(sg.Pos, "max_subgraph_depth", "subgraphs nest more than %d deep (MaxSubgraphDepth)", MaxSubgraphDepth)
+		panic(bailout{})
+	}
+	defer func() { p.depth-- }()
 	p.g.Subgraphs = append(p.g.Subgraphs, sg)
 	child.subgraphs = append(child.subgraphs, sg)
 	p.expect(tLBrace, "to open the subgraph")
@@ -369,6 +393,10 @@ func (p *parser) nodeOrEdge(sc *scope, first token) {
 		from, to := ids[i], ids[i+1]
 		p.declareNode(sc, from, nil, false)
 		p.declareNode(sc, to, nil, false)
+		if len(p.g.Edges) >= maxEdges {
+			p.errorf(from.pos, "max_edges", "the graph has more than %d edges (MaxEdges)", maxEdges)
+			panic(bailout{})
+		}
 		e := &Edge{From: from.text, To: to.text, Attrs: sc.edgeDefaults.Clone(), Pos: from.pos}
 		for k, v := range attrs {
 			e.Attrs[k] = v
@@ -384,6 +412,10 @@ func (p *parser) declareNode(sc *scope, id token, attrs Attrs, explicit bool) {
 	}
 	n := p.g.Node(id.text)
 	if n == nil {
+		if len(p.g.Nodes) >= maxNodes {
+			p.errorf(id.pos, "max_nodes", "the graph has more than %d nodes (MaxNodes)", maxNodes)
+			panic(bailout{})
+		}
 		n = &Node{ID: id.text, Attrs: sc.nodeDefaults.Clone(), Pos: id.pos}
 		for _, c := range sc.classes {
 			n.addClass(c)
@@ -422,11 +454,16 @@ func (p *parser) declareNode(sc *scope, id token, attrs Attrs, explicit bool) {
 }
 
 func (sg *Subgraph) addNode(id string) {
-	for _, have := range sg.Nodes {
-		if have == id {
-			return
+	if sg.has == nil {
+		sg.has = make(map[string]bool, len(sg.Nodes)+1)
+		for _, have := range sg.Nodes {
+			sg.has[have] = true
 		}
 	}
+	if sg.has[id] {
+		return
+	}
+	sg.has[id] = true
 	sg.Nodes = append(sg.Nodes, id)
 }
 

@@ -8,26 +8,46 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// attrHolder is one attribute set with the scope it was written in.
+// attrHolder is one attribute set with the scope it was written in: the
+// graph, subgraph id, node id, or the edge id -> to.
 type attrHolder struct {
 	attrs Attrs
 	scope Scope
-	where string
+	id    string
+	to    string
 	pos   Pos
 }
 
+func nodeHolder(n *Node) attrHolder {
+	return attrHolder{attrs: n.Attrs, scope: ScopeNode, id: n.ID, pos: n.Pos}
+}
+
 func holders(g *Graph) []attrHolder {
-	hs := []attrHolder{{g.Attrs, ScopeGraph, "graph", g.Pos}}
+	hs := make([]attrHolder, 0, 1+len(g.Subgraphs)+len(g.Nodes)+len(g.Edges))
+	hs = append(hs, attrHolder{attrs: g.Attrs, scope: ScopeGraph, pos: g.Pos})
 	for _, sg := range g.Subgraphs {
-		hs = append(hs, attrHolder{sg.Attrs, ScopeSubgraph, "subgraph " + sg.ID, sg.Pos})
+		hs = append(hs, attrHolder{attrs: sg.Attrs, scope: ScopeSubgraph, id: sg.ID, pos: sg.Pos})
 	}
 	for _, n := range g.Nodes {
-		hs = append(hs, attrHolder{n.Attrs, ScopeNode, "node " + n.ID, n.Pos})
+		hs = append(hs, nodeHolder(n))
 	}
 	for _, e := range g.Edges {
-		hs = append(hs, attrHolder{e.Attrs, ScopeEdge, "edge " + e.From + " -> " + e.To, e.Pos})
+		hs = append(hs, attrHolder{attrs: e.Attrs, scope: ScopeEdge, id: e.From, to: e.To, pos: e.Pos})
 	}
 	return hs
+}
+
+// where names the holder in a message.
+func (h attrHolder) where() string {
+	switch h.scope {
+	case ScopeSubgraph:
+		return "subgraph " + h.id
+	case ScopeNode:
+		return "node " + h.id
+	case ScopeEdge:
+		return "edge " + h.id + " -> " + h.to
+	}
+	return "graph"
 }
 
 func (h attrHolder) diag(sev Severity, rule, key string, v Value, format string, args ...any) Diagnostic {
@@ -35,12 +55,12 @@ func (h attrHolder) diag(sev Severity, rule, key string, v Value, format string,
 	if !p.IsValid() {
 		p = h.pos
 	}
-	d := Diagnostic{Pos: p, Severity: sev, Rule: rule, Message: h.where + ": " + fmt.Sprintf(format, args...)}
+	d := Diagnostic{Pos: p, Severity: sev, Rule: rule, Message: h.where() + ": " + fmt.Sprintf(format, args...)}
 	switch h.scope {
 	case ScopeNode:
-		d.NodeID = strings.TrimPrefix(h.where, "node ")
+		d.NodeID = h.id
 	case ScopeEdge:
-		d.EdgeFrom, d.EdgeTo, _ = strings.Cut(strings.TrimPrefix(h.where, "edge "), " -> ")
+		d.EdgeFrom, d.EdgeTo = h.id, h.to
 	}
 	return d
 }
@@ -74,7 +94,7 @@ func ruleJoin(g *Graph) Diagnostics {
 		if !ok || v.Text == "" {
 			continue
 		}
-		h := attrHolder{n.Attrs, ScopeNode, "node " + n.ID, n.Pos}
+		h := nodeHolder(n)
 		if g.HandlerType(n) == TypeParallel {
 			if g.Node(v.Text) == nil {
 				ds = append(ds, h.diag(SeverityError, "join_valid", "join", v, "join=%q: a parallel node's join names its fan-in node, and there is no node %q", v.Text, v.Text))
@@ -112,7 +132,7 @@ func ParseSchedule(spec string) error {
 func ruleSchedule(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, n := range g.Nodes {
-		h := attrHolder{n.Attrs, ScopeNode, "node " + n.ID, n.Pos}
+		h := nodeHolder(n)
 		v, has := n.Attrs["schedule"]
 		if t, ok := n.Attrs["trigger"]; ok && t.Text == "schedule" && (!has || strings.TrimSpace(v.Text) == "") {
 			d := h.diag(SeverityError, "schedule_valid", "trigger", t, "trigger=schedule needs a schedule (a cron spec)")

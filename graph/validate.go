@@ -127,24 +127,45 @@ func ruleTerminal(g *Graph) Diagnostics {
 }
 
 func ruleEdgeTargets(g *Graph) Diagnostics {
+	// A hostile file may use 100,000 undeclared nodes: the first ones are
+	// reported, the rest counted (as capDiagnostics would, without
+	// formatting them first).
 	var ds Diagnostics
+	more, first := 0, Pos{}
+	add := func(pos Pos, d func() Diagnostic) {
+		if len(ds) < maxDiagnosticsPerRule {
+			ds = append(ds, d())
+			return
+		}
+		if more == 0 {
+			first = pos
+		}
+		more++
+	}
 	seen := map[string]bool{}
 	for _, r := range g.undeclared {
 		if seen[r.id] {
 			continue
 		}
 		seen[r.id] = true
-		ds = append(ds, Diagnostic{Pos: r.pos, Severity: SeverityError, Rule: "edge_target_exists", NodeID: r.id,
-			Message: fmt.Sprintf("node %q is used by an edge but never declared", r.id), Fix: r.id + " [label=\"...\"]"})
+		add(r.pos, func() Diagnostic {
+			return Diagnostic{Pos: r.pos, Severity: SeverityError, Rule: "edge_target_exists", NodeID: r.id,
+				Message: fmt.Sprintf("node %q is used by an edge but never declared", r.id), Fix: r.id + " [label=\"...\"]"}
+		})
 	}
 	for _, e := range g.Edges {
 		for _, id := range []string{e.From, e.To} {
 			if g.Node(id) == nil && !seen[id] {
 				seen[id] = true
-				ds = append(ds, Diagnostic{Pos: e.Pos, Severity: SeverityError, Rule: "edge_target_exists", NodeID: id,
-					EdgeFrom: e.From, EdgeTo: e.To, Message: fmt.Sprintf("edge %s -> %s refers to unknown node %q", e.From, e.To, id)})
+				add(e.Pos, func() Diagnostic {
+					return Diagnostic{Pos: e.Pos, Severity: SeverityError, Rule: "edge_target_exists", NodeID: id,
+						EdgeFrom: e.From, EdgeTo: e.To, Message: fmt.Sprintf("edge %s -> %s refers to unknown node %q", e.From, e.To, id)}
+				})
 			}
 		}
+	}
+	if more > 0 {
+		ds = append(ds, moreDiagnostics(first, SeverityError, "edge_target_exists", more))
 	}
 	return ds
 }
@@ -370,12 +391,7 @@ func ruleGoalGateRetry(g *Graph) Diagnostics {
 // isUndeclared reports whether id was only used by edges: edge_target_exists
 // reports it, and the other rules say nothing more about it.
 func (g *Graph) isUndeclared(id string) bool {
-	for _, r := range g.undeclared {
-		if r.id == id {
-			return true
-		}
-	}
-	return false
+	return g.undeclaredSet[id]
 }
 
 func rulePrompt(g *Graph) Diagnostics {
