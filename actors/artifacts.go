@@ -17,8 +17,8 @@ import (
 
 // Artifacts. In a durable session a node's outputs that are files live in
 // the session's object store: the files it declares (node attribute
-// artifacts, globs relative to the work dir) and, for agent nodes, the
-// response. The envelopes it sends carry references (a file name, the
+// artifacts, globs relative to the work dir) and, for agent nodes with an
+// outgoing edge, the response. The envelopes it sends carry references (a file name, the
 // object's reference, sha256). A node that receives envelopes with
 // artifacts gets a copy of each under {stage}/inputs/<object name> before
 // its handler runs, checked against its sha256. Only objects of the
@@ -36,7 +36,12 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 	}
 	prefix := j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/"
 	var out []*pb.Artifact
-	if typ := j.in.Type; (typ == graph.TypeCodergen || (typ == graph.TypeConditional && j.node.Prompt() != "")) && o.Response != "" {
+	// The response is stored for the nodes it is sent to: a node with no
+	// outgoing edge sends it nowhere, and storing it would grow the store
+	// by an object per firing for nothing (the journal and the events
+	// keep the response text).
+	if typ := j.in.Type; (typ == graph.TypeCodergen || (typ == graph.TypeConditional && j.node.Prompt() != "")) && o.Response != "" &&
+		len(j.in.Graph.Outgoing(j.node.ID)) > 0 {
 		art, err := broker.PutArtifact(ctx, a.s.cfg.JetStream, a.s.cfg.SessionID, prefix+"response.md", "response",
 			[]byte(o.Response), a.s.cfg.Storage)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +30,18 @@ import (
 // snapshotEvery is how many records a durable session writes between two
 // snapshots (and the last record always has one).
 const snapshotEvery = 64
+
+// JournalKeep is how many journal records a durable session keeps: its
+// history (switchyard history) and the checkpoints a fork may start from
+// are the last JournalKeep commits, and the snapshot holds the state
+// before them. Without a bound a session running for weeks would grow its
+// bucket, and the server's per-subject index in memory, by a key per
+// commit. Older records are purged every compactEvery records.
+var JournalKeep = 4096
+
+// compactEvery is how many records pass between two purges of the records
+// older than the last JournalKeep.
+var compactEvery uint64 = 1024
 
 // Keys of the session's KV bucket.
 const (
@@ -107,6 +120,9 @@ func (j *journal) flushLocked() error {
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
 		}
+		if last.seq/compactEvery != (batch[0].seq-1)/compactEvery && last.seq > uint64(JournalKeep) {
+			j.compactLocked(ctx)
+		}
 	}
 	if j.onSaved != nil {
 		for _, r := range batch {
@@ -116,6 +132,40 @@ func (j *journal) flushLocked() error {
 		}
 	}
 	return nil
+}
+
+// compactLocked purges the journal records older than the last
+// JournalKeep (after a snapshot that covers them). A failure is logged by
+// the next one succeeding: compaction bounds the store, it is not needed
+// for correctness.
+func (j *journal) compactLocked(ctx context.Context) {
+	stream, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
+	if err != nil {
+		return
+	}
+	_ = stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+j.kv.Bucket()+".journal.>"), jetstream.WithPurgeKeep(uint64(JournalKeep)))
+}
+
+// firstRecord is the sequence number of the oldest journal record kept (0
+// when there is none).
+func firstRecord(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (uint64, error) {
+	stream, err := js.Stream(ctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return 0, err
+	}
+	prefix := "$KV." + kv.Bucket() + ".journal."
+	m, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(prefix+"*"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var seq uint64
+	if _, err := fmt.Sscanf(strings.TrimPrefix(m.Subject, prefix), "%d", &seq); err != nil {
+		return 0, fmt.Errorf("session: journal key %s: %w", m.Subject, err)
+	}
+	return seq, nil
 }
 
 // writeRecords publishes the records and waits for their
@@ -354,6 +404,13 @@ func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo 
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, err
 	}
+	if upTo > 0 && j.seq < upTo {
+		// A checkpoint before the snapshot: its records must still be kept.
+		if first, err := firstRecord(ctx, b.JetStream(), kv); err == nil && first > j.seq+1 {
+			return nil, fmt.Errorf("session %s: checkpoint %d is no longer kept: the journal keeps its last %d records (from %d)",
+				session, upTo, JournalKeep, first)
+		}
+	}
 	for seq := j.seq + 1; upTo == 0 || seq <= upTo; seq++ {
 		rec, err := readRecord(ctx, kv, seq)
 		if err != nil {
@@ -411,6 +468,9 @@ func History(ctx context.Context, b *broker.Broker, session string) ([]HistoryEn
 	first := uint64(1)
 	if m, err := ReadMeta(ctx, b, session); err == nil && m.ForkOf != "" {
 		first = m.ForkAt + 1 // a fork's history starts after its snapshot
+	}
+	if kept, err := firstRecord(ctx, b.JetStream(), kv); err == nil && kept > first {
+		first = kept // older records were compacted (JournalKeep)
 	}
 	var out []HistoryEntry
 	for seq := first; ; seq++ {

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -221,4 +223,52 @@ func waitPending(t *testing.T, clk *clock.Fake) {
 			t.Fatal("no timer armed")
 		}
 	}
+}
+
+// TestJournalCompaction: a durable session keeps the last JournalKeep
+// journal records, not one per commit forever; its history and its latest
+// checkpoint stay readable, and a checkpoint no longer kept is refused
+// with the reason.
+func TestJournalCompaction(t *testing.T) {
+	defer session.SetJournalKeep(50, 64)()
+	b := brokertest.Start(t)
+	g, diags := graph.Load("j.dot", []byte(`digraph j { kind=session; a [type="test.echo"] }`))
+	require.False(t, diags.HasErrors(), "%v", diags)
+	done := make(chan struct{}, 1024)
+	echo := nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: nodes.InputText(in.Messages)}, nil
+	})
+	s, err := session.Start(context.Background(), session.Config{ID: "jc", Graph: g, Broker: b, Durable: true,
+		Handlers: map[string]nodes.Handler{"test.echo": echo},
+		Observer: func(ev *pb.Event) {
+			if ev.Kind == "node.completed" {
+				done <- struct{}{}
+			}
+		}})
+	require.NoError(t, err)
+	defer s.Stop()
+	const n = 300
+	for i := 0; i < n; i++ {
+		env := &pb.Envelope{Id: fmt.Sprintf("jc-%d", i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
+		require.NoError(t, s.System().Send(context.Background(), broker.NodeIn("jc", "a"), env))
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of %d firings", i, n)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hist, err := session.History(ctx, b, "jc")
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(hist), 50+64, "older records were compacted")
+	require.Greater(t, hist[0].Seq, uint64(1))
+	cp, err := session.LoadCheckpoint(ctx, b, "jc", 0)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, cp.Seq, uint64(n), "the latest state is whole")
+	require.Equal(t, hist[len(hist)-1].Seq, cp.Seq)
+	_, err = session.LoadCheckpoint(ctx, b, "jc", 5)
+	require.ErrorContains(t, err, "checkpoint 5 is no longer kept")
 }

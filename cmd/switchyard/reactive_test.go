@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/clock"
 )
 
 // servedFile runs `switchyard serve FILE --id ID --listen` with an admin
@@ -88,4 +91,88 @@ func TestEventFeedJSON(t *testing.T) {
 	require.Equal(t, "a", ev["node"])
 	require.Equal(t, "success", ev["status"])
 	require.NotEmpty(t, ev["time"])
+}
+
+// TestSessionExamples serves the reactive examples and uses them as their
+// comments say: a cron digest on the injectable clock, outside events from
+// the nats CLI, and a team of agents with a human gate answered No, then
+// Yes.
+func TestSessionExamples(t *testing.T) {
+	t.Run("cron-digest", func(t *testing.T) {
+		fake := clock.NewFake(time.Date(2026, 11, 23, 9, 30, 0, 0, time.UTC))
+		serveClock = fake
+		t.Cleanup(func() { serveClock = nil })
+		logs := t.TempDir()
+		url, _, stderr := servedFile(t, "../../examples/cron-digest.dot", "digest", "--logs", logs)
+		events := adminEvents(t, url, "digest", stderr)
+		for _, note := range []string{"deploy 1.4 went out", "the flaky test is fixed"} {
+			code, _, errOut := cli(t, "pub", "digest", "note", note, "--nats", url, "--token", "out")
+			require.Equal(t, 0, code, errOut)
+			events.wait("node.completed", "note")
+			events.wait("gate.waiting", "digest") // the note waits on its edge for the hour
+		}
+		require.Zero(t, events.count("node.completed", "digest"), "nothing before the hour")
+		for hour := 0; hour < 3; hour++ {
+			fake.Advance(time.Hour)
+			ev := events.wait("node.completed", "digest")
+			require.Equal(t, "success", ev.Status)
+			if hour == 0 {
+				prompt, err := os.ReadFile(filepath.Join(logs, "digest", "digest", "prompt.md"))
+				require.NoError(t, err)
+				require.Contains(t, string(prompt), "one line each:\ndeploy 1.4 went out\n\nthe flaky test is fixed", "one digest of both notes")
+			}
+		}
+		require.Zero(t, events.count("stall.detected", ""), "hourly ticks are never a stall")
+		require.Zero(t, events.count("node.refused", ""))
+	})
+
+	t.Run("outside-events", func(t *testing.T) {
+		work := t.TempDir()
+		url, _, stderr := servedFile(t, "../../examples/outside-events.dot", "alerts", "--workdir", work)
+		events := adminEvents(t, url, "alerts", stderr)
+		natsCLI(t, "--server", url, "--token", "out", "pub", "sy.alerts.node.triage.in", `{"payload":{"message":"disk full on db-1"}}`)
+		events.wait("node.completed", "triage")
+		require.Equal(t, "success", events.wait("node.completed", "record").Status)
+		log, err := os.ReadFile(filepath.Join(work, "alerts.log"))
+		require.NoError(t, err)
+		require.Contains(t, string(log), "disk full on db-1", "the alert's text reached the agent and its verdict the tool")
+		natsCLI(t, "--server", url, "--token", "out", "pub", "sy.alerts.node.nosuch.in", `{"payload":{"message":"lost?"}}`)
+		require.Contains(t, events.wait("envelope.rejected", "").Message, "no node nosuch in session alerts")
+	})
+
+	t.Run("team", func(t *testing.T) {
+		url, _, stderr := servedFile(t, "../../examples/team.dot", "team")
+		events := adminEvents(t, url, "team", stderr)
+		code, _, errOut := cli(t, "pub", "team", "plan", "add a --version flag", "--nats", url, "--token", "out")
+		require.Equal(t, 0, code, errOut)
+		events.wait("node.completed", "plan")
+		events.wait("node.completed", "code")
+		events.wait("human.question", "review")
+
+		code, _, errOut = cli(t, "answer", "team", "review", "maybe", "--nats", url, "--token", "adm")
+		require.Equal(t, 2, code, "an answer that matches no option")
+		require.Contains(t, errOut, `"maybe" matches no option of human gate review: choose one of [Y] Yes (ship), [N] No, rework (code)`)
+
+		code, _, errOut = cli(t, "answer", "team", "review", "N", "--nats", url, "--token", "adm")
+		require.Equal(t, 0, code, errOut)
+		events.wait("node.completed", "review")
+		rework := events.wait("node.completed", "code")
+		require.Equal(t, "success", rework.Status)
+		events.wait("human.question", "review")
+		require.Zero(t, events.count("node.started", "ship"), "No runs only the No branch")
+
+		code, _, errOut = cli(t, "answer", "team", "review", "Y", "--nats", url, "--token", "adm")
+		require.Equal(t, 0, code, errOut)
+		require.Equal(t, "success", events.wait("node.completed", "ship").Status)
+		require.Equal(t, 2, events.count("node.completed", "code"), "Yes does not send it back to the coder")
+	})
+}
+
+// adminEvents follows a served session's events with the admin credential.
+func adminEvents(t *testing.T, url, session string, log *syncBuffer) *eventWaiter {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.Token("adm"))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	return watchEvents(t, nc, "sy."+session+".evt.>", log)
 }
