@@ -18,11 +18,12 @@
 // in-process connections and holders of Config.AdminToken) may do
 // everything. Outside users (Config.Token, or Config.User and
 // Config.Password) may publish on node inboxes (sy.*.node.*.in) and edges
-// (sy.*.edge.>) and subscribe to events (sy.*.evt.>, and their JSON form
-// sy.*.json.evt.>) and to their own
-// connection's private reply inbox (PrivateInbox) only: no control
+// (sy.*.edge.>), ask sy.*.ctl.explain, and subscribe to events
+// (sy.*.evt.>, and their JSON form sy.*.json.evt.>) and to their own
+// connection's private reply inbox (PrivateInbox) only: no other control
 // subjects, no JetStream API, no other connection's replies (the runtime's
-// own replies arrive under RuntimeInboxPrefix). A denied publish reaches
+// own replies arrive under RuntimeInboxPrefix). docs/security.md is the
+// user's account of the roles. A denied publish reaches
 // the client's asynchronous error handler as nats.ErrPermissionViolation.
 //
 // # An external server

@@ -120,7 +120,7 @@ func TestOutsideCannotReadReplies(t *testing.T) {
 	// the ones it must be refused.
 	spy, denied := outside(t, r.broker, broker.PrivateInbox("spy_")...)
 	got := make(chan *nats.Msg, 4096)
-	for _, subj := range []string{"sy.*.evt.>", spy.Opts.InboxPrefix + ".>"} {
+	for _, subj := range []string{"sy.*.evt.>", "sy.*.json.evt.>", spy.Opts.InboxPrefix + ".>"} {
 		_, err := spy.ChanSubscribe(subj, got)
 		require.NoError(t, err)
 	}
@@ -182,6 +182,11 @@ func TestOutsideCannotReadReplies(t *testing.T) {
 		require.Equal(t, broker.StreamName(s.ID()), ack.Stream)
 		rc.waitFired(t, "b", i+1)
 	}
+	// Request/reply with the session itself (explain, allowed to outside
+	// clients) answers on the private inbox.
+	reply, err = victim.Request(broker.Control(s.ID(), "explain"), []byte(`{"node":"a"}`), 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), `"node":"a"`)
 	select {
 	case err := <-victimErrs:
 		t.Fatalf("the victim was refused: %v", err)
@@ -199,7 +204,8 @@ func TestOutsideCannotReadReplies(t *testing.T) {
 		select {
 		case m := <-got:
 			n++
-			require.True(t, strings.HasPrefix(m.Subject, "sy.priv.evt."), "the spy received %s: %q", m.Subject, m.Data)
+			require.True(t, strings.HasPrefix(m.Subject, "sy.priv.evt.") || strings.HasPrefix(m.Subject, "sy.priv.json.evt."),
+				"the spy received %s: %q", m.Subject, m.Data)
 			require.NotContains(t, string(m.Data), "digraph", "graph.dot leaked on %s", m.Subject)
 			continue
 		default:

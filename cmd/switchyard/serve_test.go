@@ -180,6 +180,10 @@ func TestServe(t *testing.T) {
 			`{"kind":"handoff","payload":{"message":"from the nats CLI"}}`, "-H", "Nats-Msg-Id:cli-1")
 	}
 	wait("node.completed", "a")
+	// The nats CLI asks the session with the outside credential, on the
+	// private reply inbox its connection names (docs/security.md).
+	natsCLI(t, "--server", url, "--token", "out", "--connection-name", "natscli_private_inbox_1",
+		"--inbox-prefix", "_INBOX.natscli_private_inbox_1", "req", "sy.s1.ctl.explain", `{"node":"a"}`)
 
 	// A malformed envelope is rejected with a reason; the session keeps working.
 	require.NoError(t, watcher.Publish("sy.s1.node.a.in", []byte("{not json")))
