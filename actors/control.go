@@ -3,6 +3,7 @@ package actors
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -90,7 +91,7 @@ func (s *System) Explain(node string) ExplainReply {
 		if s.graph().Node(node) == nil {
 			r.Error = "no node " + node
 		} else {
-			r.Explain = s.sched.Explain(node)
+			r.Explain = s.sched.ExplainHeld(node, s.buffered(node))
 			if q, ok := s.asking(node); ok {
 				r.Explain = "waiting for a person's answer to: " + q + " (switchyard answer, or the web view)\n" + r.Explain
 			}
@@ -112,4 +113,22 @@ func (s *System) asking(node string) (string, bool) {
 		return "", false
 	}
 	return s.cfg.Asking(node)
+}
+
+// buffered asks a node's actor how many envelopes wait in its delivery
+// buffers (0 when it cannot tell).
+func (s *System) buffered(node string) int {
+	s.mu.Lock()
+	pid, ok := s.pids[node]
+	stopped := s.stopped
+	s.mu.Unlock()
+	if !ok || stopped {
+		return 0
+	}
+	res, err := s.root.RequestFuture(pid, &heldQuery{}, 5*time.Second).Result()
+	if err != nil {
+		return 0
+	}
+	n, _ := res.(int)
+	return n
 }

@@ -43,6 +43,20 @@ type trigger struct{ env *pb.Envelope }
 // ended).
 type drain struct{}
 
+// heldQuery asks the actor how many envelopes wait in its delivery
+// buffers (explain); the answer is an int.
+type heldQuery struct{}
+
+// buffered counts the envelopes waiting in the node's delivery buffers,
+// a debounce window's included.
+func (a *nodeActor) buffered() int {
+	n := 0
+	for _, b := range a.buffers {
+		n += len(b.Pending())
+	}
+	return n
+}
+
 // notice is a scheduler notice for this node.
 type notice struct{ kind string }
 
@@ -230,9 +244,15 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.pullAll()
 		d, err := a.s.sched.Trigger(a.node.ID)
 		if err == nil {
+			if d.Fire && m.env != nil && len(d.Inputs) > 0 {
+				// The trigger's message joins what the gate held.
+				d.Inputs = append(d.Inputs, scheduler.Input{Item: m.env})
+			}
 			a.decided(d, m.env)
 		}
 		a.tryFire(c)
+	case *heldQuery:
+		c.Respond(a.buffered())
 	case *notice:
 		a.onNotice(m.kind)
 		a.take()
@@ -399,9 +419,16 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	a.s.emitScheduler(evs)
 	if w != nil {
 		if w.Stop {
-			a.queue = a.queue[1:]
-			a.refuse(batch, w.Reason)
-			a.tryFire(c)
+			// The node will not run again: everything it holds, queued or
+			// still in its buffers, is refused (and acknowledged) now.
+			for len(a.queue) > 0 {
+				batch = a.queue[0]
+				a.queue = a.queue[1:]
+				a.refuse(batch, w.Reason)
+				if len(a.queue) == 0 {
+					a.take()
+				}
+			}
 			return
 		}
 		a.waiting = w.Reason // an "admit" notice will try again

@@ -44,12 +44,33 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 	if ctx.Err() == nil {
 		arts, err := a.storeArtifacts(ctx, j, res.outcome)
 		if err != nil {
-			res.outcome = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "output artifacts: " + err.Error(),
-				Usage: res.outcome.Usage}
+			reason := "output artifacts: " + err.Error()
+			if cause := budgetCause(ctx); cause != nil {
+				reason = cause.Error() // the budget ran out while they were stored
+			}
+			res.outcome = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: reason, Usage: res.outcome.Usage}
 		}
 		j.artifacts = arts
 	}
+	if cause := budgetCause(ctx); cause != nil && res.outcome.Status != nodes.StatusFail {
+		// A budget ran out during the run: the firing fails with it, even
+		// when the handler finished without looking at its context.
+		res.outcome = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: cause.Error(), Usage: res.outcome.Usage,
+			Response: res.outcome.Response}
+		j.artifacts = nil
+	}
 	return res
+}
+
+// budgetCause is the budget that cancelled the firing's context, or nil.
+func budgetCause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errBudgetCancel) || errors.Is(cause, errTimeBudget) {
+		return cause
+	}
+	return nil
 }
 
 // applyFailurePolicy carries on after a failure (retries spent) when the

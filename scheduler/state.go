@@ -5,6 +5,7 @@ import (
 
 	"github.com/switchyard/switchyard/graph"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -133,7 +134,12 @@ func (s *Scheduler) States() []GateState {
 
 // Explain answers "why is this node not running?" in one paragraph: the
 // state and its cause, then the node's counters, budgets and locks.
-func (s *Scheduler) Explain(node string) string {
+func (s *Scheduler) Explain(node string) string { return s.ExplainHeld(node, 0) }
+
+// ExplainHeld is Explain for a node whose owner holds buffered more
+// arrivals in its delivery buffers (the gate has not taken them yet): they
+// count in the evidence's held.
+func (s *Scheduler) ExplainHeld(node string, buffered int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, ok := s.stateOf(node)
@@ -166,10 +172,19 @@ func (s *Scheduler) Explain(node string) string {
 	if len(nc.Locks) > 0 {
 		fmt.Fprintf(&b, "; locks %s", strings.Join(nc.Locks, ","))
 	}
-	if keys := sortedKeys(st.Fields); len(keys) > 0 {
+	fields := st.Fields
+	if buffered > 0 {
+		fields = make(map[string]string, len(st.Fields)+1)
+		for k, v := range st.Fields {
+			fields[k] = v
+		}
+		held, _ := strconv.Atoi(fields["held"])
+		fields["held"] = strconv.Itoa(held + buffered)
+	}
+	if keys := sortedKeys(fields); len(keys) > 0 {
 		b.WriteString("; evidence")
 		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%s", k, st.Fields[k])
+			fmt.Fprintf(&b, " %s=%s", k, fields[k])
 		}
 	}
 	b.WriteString(")")
