@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +39,27 @@ func TestNodeRetryPolicy(t *testing.T) {
 		require.Equal(t, want, n, node)
 		d := delay(1)
 		require.True(t, d > 0 && d < 3*time.Second, "%s: %v", node, d)
+	}
+}
+
+// TestRetryDefaultsAgreeWithDocs: a node that names no retry policy and
+// no max_retries runs once (the spec's default_max_retries 0), and the
+// attribute table and the reference say so.
+func TestRetryDefaultsAgreeWithDocs(t *testing.T) {
+	g, _ := graph.Load("t.dot", []byte(`digraph t { start [shape=Mdiamond]; a; exit [shape=Msquare]; start -> a -> exit }`))
+	n, _ := retryPolicy(g, g.Node("a"))
+	require.Equal(t, 0, n, "no retries unless the graph or node asks")
+	for _, a := range graph.Attributes() {
+		if a.Key == "retry_policy" {
+			require.Empty(t, a.Default, "retry_policy has no default preset")
+		}
+	}
+	doc, err := os.ReadFile("../docs/dot-reference.md")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "| `retry_policy` |") {
+			require.NotContains(t, line, "| `standard` |", "the reference gives standard (5 runs) as the default")
+			require.Contains(t, line, "default_max_retries")
+		}
 	}
 }

@@ -127,7 +127,7 @@ var attrTable = []AttrSpec{
 	enum("reasoning_effort", scopeNode, "high", "the agent's reasoning effort", "low", "medium", "high"),
 	attr("auto_status", scopeNode, AttrBoolean, "false", "an agent that writes no status succeeds"),
 	attr("allow_partial", scopeNode, AttrBoolean, "false", "exhausted retries end partial_success instead of fail"),
-	enum("retry_policy", scopeNode, "standard", "a retry preset", "none", "standard", "aggressive", "linear", "patient"),
+	enum("retry_policy", scopeNode, "", "a retry preset (unset: max_retries, else the graph's default_max_retries, 0 by default, with standard's delays)", "none", "standard", "aggressive", "linear", "patient"),
 	attr("retry_on_fail", scopeNode, AttrBoolean, "false", "also retry a plain fail"),
 	enum("on_failure", scopeNode, "", "exit ends the run at once; route follows edge selection; skip and continue carry on as skipped or partial_success", "route", "exit", "skip", "continue"),
 	attr("tool_command", scopeNode, AttrString, "", "tool nodes: the shell command"),
