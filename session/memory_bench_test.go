@@ -33,7 +33,7 @@ import (
 // (after a GC). The live heap after the last burst must be within 10% of
 // the heap after the second: nothing accumulates per envelope or firing.
 //
-//	go test -run '^$' -bench BurstMemory -benchtime 1x ./session/
+//	go test -timeout 0 -run '^$' -bench BurstMemory -benchtime 1x ./session/
 //
 // Each burst is followed by an idle time (SWITCHYARD_BURST_IDLE, default
 // 2m10s: the server's de-duplication window of 2 minutes and its block

@@ -272,3 +272,28 @@ func TestJournalCompaction(t *testing.T) {
 	_, err = session.LoadCheckpoint(ctx, b, "jc", 5)
 	require.ErrorContains(t, err, "checkpoint 5 is no longer kept")
 }
+
+// TestSessionStallRule end to end: an agent that acknowledges different
+// events with the same reply is not stalled; the same event answered the
+// same way three times in a row is.
+func TestSessionStallRule(t *testing.T) {
+	ack := nodes.HandlerFunc(func(context.Context, *nodes.Input) (*nodes.Outcome, error) {
+		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "ok"}, nil
+	})
+	sv := serveSession(t, `digraph s { a [type="test.ack"] }`, func(c *session.Config) {
+		c.Handlers = map[string]nodes.Handler{"test.ack": ack}
+	})
+	for i := 0; i < 10; i++ {
+		sv.pub("a", fmt.Sprintf("alert %d", i))
+		sv.wait("node.completed", "a")
+	}
+	require.Zero(t, sv.count("stall.detected", ""), "different events, the same acknowledgement: progress")
+	for i := 0; i < 3; i++ {
+		env := &pb.Envelope{Id: fmt.Sprintf("same-%d", i), Kind: "handoff", Payload: &pb.Payload{Message: "alert 42"}}
+		require.NoError(t, sv.s.System().Send(context.Background(), broker.NodeIn(sv.s.ID(), "a"), env))
+	}
+	ev := sv.wait("stall.detected", "a")
+	require.Contains(t, ev.Message, "node a stalled: the same input and the same result 3 times in a row")
+	sv.pub("a", "alert 43")
+	require.Contains(t, sv.wait("node.refused", "a").Message, "stalled")
+}
