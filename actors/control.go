@@ -43,6 +43,10 @@ type GateState struct {
 // subscribeControl answers the session's trigger and explain subjects.
 func (s *System) subscribeControl() error {
 	trig, err := s.cfg.Conn.Subscribe(broker.Control(s.cfg.SessionID, "trigger"), func(m *nats.Msg) {
+		if broker.ServerReply(m) {
+			s.ignoredControl(m)
+			return
+		}
 		var req TriggerRequest
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			req.Node = strings.TrimSpace(string(m.Data))
@@ -59,7 +63,7 @@ func (s *System) subscribeControl() error {
 				reply["status"], reply["error"] = "error", err.Error()
 			}
 			data, _ := json.Marshal(reply)
-			_ = m.Respond(data)
+			_ = broker.Respond(m, data)
 		}
 	})
 	if err != nil {
@@ -71,7 +75,7 @@ func (s *System) subscribeControl() error {
 			req.Node = strings.TrimSpace(string(m.Data))
 		}
 		data, _ := json.Marshal(s.Explain(req.Node))
-		_ = m.Respond(data)
+		_ = broker.Respond(m, data)
 	})
 	if err != nil {
 		_ = trig.Unsubscribe()
@@ -131,4 +135,12 @@ func (s *System) buffered(node string) int {
 	}
 	n, _ := res.(int)
 	return n
+}
+
+// ignoredControl records a message on a control subject that the server
+// sent as an answer on a reply subject someone chose (broker.ServerReply):
+// it asks for nothing.
+func (s *System) ignoredControl(m *nats.Msg) {
+	s.Emit(&pb.Event{Kind: "control.ignored", Message: "not a request: a server's reply sent to " + m.Subject,
+		Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
 }

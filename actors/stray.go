@@ -87,7 +87,7 @@ func (s *System) stray(m *nats.Msg) {
 	}
 	if m.Reply != "" && s.cfg.JetStream == nil {
 		data, _ := json.Marshal(v)
-		_ = m.Respond(data)
+		_ = broker.Respond(m, data)
 	}
 }
 

@@ -105,6 +105,11 @@ func ParseAnswer(data []byte) (AnswerMessage, error) {
 }
 
 func (c *ControlInterviewer) receive(m *nats.Msg) {
+	if broker.ServerReply(m) {
+		c.emit(&pb.Event{Kind: "control.ignored", Message: "not an answer: a server's reply sent to " + m.Subject,
+			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
+		return
+	}
 	a, err := ParseAnswer(m.Data)
 	if err != nil {
 		c.emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
@@ -153,7 +158,7 @@ func (c *ControlInterviewer) reply(m *nats.Msg, r AnswerReply) {
 		return
 	}
 	data, _ := json.Marshal(r)
-	_ = m.Respond(data)
+	_ = broker.Respond(m, data)
 }
 
 // Ask publishes the question and waits for its answer, the question's

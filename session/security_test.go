@@ -399,3 +399,41 @@ func TestOutsideTextStaysData(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "the text ran as a command")
 }
+
+// TestOutsideCannotActThroughReplies: an outside client may not publish on
+// control subjects, so it names one as the reply subject of what it may
+// publish — an explain request, an envelope for the session's stream, an
+// envelope for a node the session does not have — hoping the runtime or
+// the server answers there on its behalf. Nothing acts on those answers:
+// the manual node does not fire.
+func TestOutsideCannotActThroughReplies(t *testing.T) {
+	r, s, rc := secure(t, "deputy", `digraph s { kind="session"; a [type="custom.echo"]; m [type="custom.echo", trigger=manual]; a -> m }`)
+	spy, _ := outside(t, r.broker, broker.PrivateInbox("spy_")...)
+	trigger := broker.Control(s.ID(), "trigger")
+	data, err := proto.Marshal(&pb.Envelope{Id: "x1", Payload: &pb.Payload{Message: "x"}})
+	require.NoError(t, err)
+	for _, m := range []*nats.Msg{
+		{Subject: broker.Control(s.ID(), "explain"), Reply: trigger, Data: []byte(`{"node":"m"}`)},
+		{Subject: broker.Control(s.ID(), "explain"), Reply: trigger, Data: []byte(`m`)},
+		{Subject: broker.NodeIn(s.ID(), "a"), Reply: trigger, Data: data},
+		{Subject: broker.NodeIn(s.ID(), "nosuch"), Reply: trigger, Data: data},
+		{Subject: broker.Edge(s.ID(), "a.m"), Reply: trigger, Data: data},
+	} {
+		require.NoError(t, spy.PublishMsg(m))
+	}
+	require.NoError(t, spy.Flush())
+	rc.waitFired(t, "a", 1)
+	// m holds a's output and waits for its (admin) trigger.
+	r.waitCount("gate.waiting", 1)
+	admin, err := nats.Connect(r.broker.ClientURL(), append(broker.PrivateInbox("admin_"), nats.Token(adminToken))...)
+	require.NoError(t, err)
+	defer admin.Close()
+	reply, err := admin.Request(broker.Control(s.ID(), "explain"), []byte(`{"node":"m"}`), 10*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), "manual")
+	require.Empty(t, rc.messages("m"), "m fired without its trigger")
+	// The admin's trigger works.
+	_, err = admin.Request(trigger, []byte(`{"node":"m"}`), 10*time.Second)
+	require.NoError(t, err)
+	rc.waitFired(t, "m", 1)
+}

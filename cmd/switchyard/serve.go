@@ -318,13 +318,19 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	h.entries = append(h.entries, e)
 	h.mu.Unlock()
 	sub, err := h.b.Conn().Subscribe(broker.Control(s.ID(), "stop"), func(m *nats.Msg) {
+		if broker.ServerReply(m) {
+			return // not a request (docs/security.md)
+		}
 		// Reply before serve may exit: the last stop ends the process.
-		h.stopOne(e, func() { _ = m.Respond([]byte(`{"status":"stopped"}`)) })
+		h.stopOne(e, func() { _ = broker.Respond(m, []byte(`{"status":"stopped"}`)) })
 	})
 	if err != nil {
 		return err
 	}
 	edit, err := h.b.Conn().Subscribe(broker.Control(s.ID(), "edit"), func(m *nats.Msg) {
+		if broker.ServerReply(m) {
+			return // not a request (docs/security.md)
+		}
 		rep := serveEdit(s, m)
 		if rep.Version > 0 {
 			h.mu.Lock()
@@ -332,7 +338,7 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 			h.mu.Unlock()
 		}
 		data, _ := json.Marshal(rep)
-		_ = m.Respond(data)
+		_ = broker.Respond(m, data)
 	})
 	if err != nil {
 		_ = sub.Unsubscribe()
@@ -368,7 +374,7 @@ func (h *host) listen() error {
 		}
 		h.mu.Unlock()
 		data, _ := json.Marshal(list)
-		_ = m.Respond(data)
+		_ = broker.Respond(m, data)
 	})
 	if err != nil {
 		return err
