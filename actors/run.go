@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchyard/switchyard/edges"
+	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
@@ -145,10 +147,17 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 			continue
 		}
 		if o.Status == nodes.StatusRetry {
-			// Retries exhausted (spec 3.5): partial success when allowed.
-			if j.node.Attrs.Bool("allow_partial") {
+			// Retries exhausted (spec 3.5): partial success when allowed;
+			// an edge whose condition takes the retry (outcome=retry)
+			// routes it; else the node fails.
+			switch {
+			case j.node.Attrs.Bool("allow_partial"):
 				o.Status = nodes.StatusPartial
-			} else {
+			case a.retryEdge(j, o) != nil:
+				if o.FailureReason == "" {
+					o.FailureReason = "retries exhausted after " + strconv.Itoa(attempt) + " attempts"
+				}
+			default:
 				o.Status = nodes.StatusFail
 				if o.FailureReason == "" {
 					o.FailureReason = "retries exhausted after " + strconv.Itoa(attempt) + " attempts"
@@ -193,4 +202,21 @@ func (a *nodeActor) call(ctx context.Context, j *job, in *nodes.Input) (o *nodes
 		out.Status = nodes.StatusSuccess
 	}
 	return out
+}
+
+// retryEdge is the edge out of the node whose condition holds for a retry
+// outcome (e.g. outcome=retry), nil when there is none.
+func (a *nodeActor) retryEdge(j *job, o *nodes.Outcome) *graph.Edge {
+	ctx := j.ctx
+	if len(o.ContextUpdates) > 0 {
+		ctx = make(map[string]string, len(j.ctx)+len(o.ContextUpdates))
+		for k, v := range j.ctx {
+			ctx[k] = v
+		}
+		for k, v := range o.ContextUpdates {
+			ctx[k] = v
+		}
+	}
+	env := edges.Outcome{Status: string(nodes.StatusRetry), PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs}
+	return edges.Match(a.s.graph(), j.node.ID, env, ctx)
 }

@@ -168,7 +168,45 @@ type Graph struct {
 	undeclared    []nodeRef       // edge endpoints no node statement declared
 	undeclaredSet map[string]bool // the ids of undeclared
 	adj           atomic.Value    // *adjacency of Edges, built on first use
+	terms         atomic.Value    // *shapedTerminals of Nodes, built on first use
 }
+
+// shapedTerminals says whether some node of a graph is a start (exit) by
+// its type or shape; it belongs to one Nodes slice, as adjacency to Edges.
+type shapedTerminals struct {
+	n           int
+	first       **Node
+	start, exit bool
+}
+
+// shaped reports whether some node is a start (exit) by an explicit type
+// or a shape of the table: without one, a pipeline's start and exit are
+// found by id (spec 3.2).
+func (g *Graph) shaped() *shapedTerminals {
+	var first **Node
+	if len(g.Nodes) > 0 {
+		first = &g.Nodes[0]
+	}
+	if t, _ := g.terms.Load().(*shapedTerminals); t != nil && t.n == len(g.Nodes) && t.first == first {
+		return t
+	}
+	t := &shapedTerminals{n: len(g.Nodes), first: first}
+	for _, n := range g.Nodes {
+		typ := n.Attrs.String("type")
+		if typ == "" && n.Attrs.Has("shape") {
+			typ = shapeTypes[n.Shape()]
+		}
+		t.start = t.start || typ == TypeStart
+		t.exit = t.exit || typ == TypeExit
+	}
+	g.terms.Store(t)
+	return t
+}
+
+// startIDs and exitIDs are the ids that name a pipeline's start and exit
+// when no node has the shape (spec 3.2, 7.2).
+func startID(id string) bool { return id == "start" || id == "Start" }
+func exitID(id string) bool  { return id == "exit" || id == "Exit" || id == "end" || id == "End" }
 
 // adjacency indexes a graph's edges by endpoint. It belongs to one Edges
 // slice (its first element's address and its length): appending an edge
@@ -335,7 +373,9 @@ func (n *Node) Label() string {
 
 // HandlerType resolves the node's handler type: an explicit `type` wins;
 // a node without a shape whose id is start/Start or exit/Exit/end/End is
-// the start or exit; then the shape table, then "ellipse" by position (no incoming edges: start; no
+// the start or exit, and so is such a node of any shape in a pipeline where
+// no node has the start (exit) shape or type (spec 3.2: Mdiamond, else the
+// id); then the shape table, then "ellipse" by position (no incoming edges: start; no
 // outgoing edges: exit), then the default (codergen). Whether an explicit
 // type is registered is checked by the runtime and the type_known lint rule.
 func (g *Graph) HandlerType(n *Node) string {
@@ -348,6 +388,13 @@ func (g *Graph) HandlerType(n *Node) string {
 		case "start", "Start":
 			return TypeStart
 		case "exit", "Exit", "end", "End":
+			return TypeExit
+		}
+	}
+	if (startID(n.ID) || exitID(n.ID)) && g.Kind() != "session" {
+		if t := g.shaped(); startID(n.ID) && !t.start {
+			return TypeStart
+		} else if exitID(n.ID) && !t.exit {
 			return TypeExit
 		}
 	}

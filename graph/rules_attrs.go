@@ -174,13 +174,30 @@ func init() {
 	}
 }
 
+// foreignAttrs are attributes other Attractor implementations read that
+// Switchyard does not, with the Switchyard attribute that does the job: a
+// graph written for them would otherwise lose them without a word.
+var foreignAttrs = map[string]string{
+	"llm_prompt": "prompt", // kilroy
+}
+
 // ruleAttrUnknown warns about an attribute that is neither Switchyard's nor
-// Graphviz's but is one typo away from one of Switchyard's ("promt").
-// Other unknown attributes are kept silently: custom handlers read them.
+// Graphviz's but is one typo away from one of Switchyard's ("promt"), or
+// is another implementation's (foreignAttrs). Other unknown attributes are
+// kept silently: custom handlers read them.
 func ruleAttrUnknown(g *Graph) Diagnostics {
 	var ds Diagnostics
 	for _, h := range holders(g) {
 		for _, k := range h.attrs.Keys() {
+			if use, ok := foreignAttrs[k]; ok && len(attrIndex[k]) == 0 {
+				d := h.diag(SeverityWarning, "attr_unknown", k, h.attrs[k],
+					"unknown attribute %q (another Attractor implementation's): it is ignored; use %q", k, use)
+				if kp := h.attrs[k].KeyPos; kp.IsValid() {
+					d.Pos = kp
+				}
+				ds = append(ds, d)
+				continue
+			}
 			if len(attrIndex[k]) > 0 || graphvizAttrs[k] || len(k) < 4 {
 				continue
 			}
