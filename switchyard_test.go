@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/switchyard/switchyard"
+	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/middleware"
 	"github.com/switchyard/switchyard/nodes"
@@ -347,7 +349,14 @@ func TestRunReportsWhenContextEndsWhileStarting(t *testing.T) {
 			require.Equal(t, "success", rep.Status, "resumed after use %d: %s", n, rep.Reason)
 			require.Equal(t, "bax", rep.Result.Text)
 		case "fail":
+			// Not started: the store holds nothing of it.
 			require.Contains(t, rep.Reason, "context canceled", "use %d", n)
+			_, err := b.JetStream().KeyValue(testCtx(t), broker.KVName(rep.SessionID))
+			require.ErrorIs(t, err, jetstream.ErrBucketNotFound, "use %d", n)
+			_, err = b.JetStream().Stream(testCtx(t), broker.StreamName(rep.SessionID))
+			require.ErrorIs(t, err, jetstream.ErrStreamNotFound, "use %d", n)
+			_, err = switchyard.Resume(testCtx(t), g(), rep.SessionID, switchyard.WithBroker(b))
+			require.ErrorIs(t, err, session.ErrNoCheckpoint, "use %d", n)
 		default:
 			t.Fatalf("use %d: status %q", n, rep.Status)
 		}

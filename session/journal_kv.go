@@ -356,6 +356,12 @@ func (j *journal) applyRecord(rec *pb.JournalRecord) error {
 // ErrNoCheckpoint is returned for a session that has no durable state.
 var ErrNoCheckpoint = errors.New("session: no checkpoint")
 
+// ErrNotRecorded is returned for a session whose start was interrupted
+// before it was recorded (its store holds no record of it): it cannot be
+// resumed, and starting it again under its id is the way on. It wraps
+// ErrNoCheckpoint.
+var ErrNotRecorded = fmt.Errorf("%w: nothing was recorded (its start was interrupted)", ErrNoCheckpoint)
+
 // readRecord reads journal record seq; nil when there is none.
 func readRecord(ctx context.Context, kv jetstream.KeyValue, seq uint64) (*pb.JournalRecord, error) {
 	e, err := kv.Get(ctx, recordKey(seq))
@@ -385,6 +391,12 @@ func openKV(ctx context.Context, b *broker.Broker, session string) (jetstream.Ke
 // after its last record, or (upTo > 0) after record upTo.
 func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo uint64) (*Checkpoint, error) {
 	kv, err := openKV(ctx, b, session)
+	if err != nil {
+		return nil, err
+	}
+	// A session exists once it recorded itself (its last step of creation);
+	// anything else in its bucket is what an interrupted start left.
+	meta, err := ReadMeta(ctx, b, session)
 	if err != nil {
 		return nil, err
 	}
@@ -423,21 +435,12 @@ func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo 
 			return nil, err
 		}
 	}
-	if j.seq == 0 {
-		// Started, and stopped before its first commit: it resumes from
-		// the beginning.
-		if _, err := ReadMeta(ctx, b, session); err != nil {
-			return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
-		}
-	}
 	if upTo > 0 && j.seq < upTo {
 		return nil, fmt.Errorf("session %s has no checkpoint %d (the last is %d)", session, upTo, j.seq)
 	}
 	cp := j.snapshot()
 	if cp.Graph == "" {
-		if meta, err := ReadMeta(ctx, b, session); err == nil {
-			cp.Graph = meta.Graph
-		}
+		cp.Graph = meta.Graph
 	}
 	return cp, nil
 }
@@ -526,6 +529,9 @@ func ReadMeta(ctx context.Context, b *broker.Broker, session string) (*Meta, err
 		return nil, err
 	}
 	e, err := kv.Get(ctx, metaKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: session %s", ErrNotRecorded, session)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", session, err)
 	}
@@ -546,34 +552,48 @@ func ReadGraph(ctx context.Context, b *broker.Broker, session string) ([]byte, e
 	return e.Value(), nil
 }
 
-// writeMetaLocked records the session and its graph in its bucket.
-func (j *journal) writeMetaLocked(ctx context.Context, m *Meta, dot string) error {
-	data, _ := json.Marshal(m)
-	if err := j.putLocked(ctx, metaKey, data); err != nil {
-		return err
-	}
-	return j.putLocked(ctx, graphKey, []byte(dot))
-}
-
-// forked starts a fork's bucket: its record of itself, its graph and a
-// snapshot of the state it starts from (its history begins after it).
+// forked starts a fork's bucket: its graph, a snapshot of the state it
+// starts from (its history begins after it), and last its record of
+// itself, which makes it exist.
 func (j *journal) forked(ctx context.Context, m *Meta, dot string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if err := j.writeMetaLocked(ctx, m, dot); err != nil {
+	if err := j.putLocked(ctx, graphKey, []byte(dot)); err != nil {
 		return fmt.Errorf("session: fork: %w", err)
 	}
-	return j.writeSnapshotLocked(ctx)
+	if err := j.writeSnapshotLocked(ctx); err != nil {
+		return fmt.Errorf("session: fork: %w", err)
+	}
+	data, _ := json.Marshal(m)
+	if err := j.putLocked(ctx, metaKey, data); err != nil {
+		return fmt.Errorf("session: fork: %w", err)
+	}
+	return nil
 }
 
-// started records a new durable session's meta and graph.
-func (j *journal) started(ctx context.Context, m *Meta, dot string) error {
+// recordGraph records a new durable session's graph.
+func (j *journal) recordGraph(ctx context.Context, dot string) error {
 	if j.kv == nil {
 		return nil
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if err := j.writeMetaLocked(ctx, m, dot); err != nil {
+	if err := j.putLocked(ctx, graphKey, []byte(dot)); err != nil {
+		return fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	return nil
+}
+
+// recordMeta records a new durable session's record of itself: written
+// last, it is what makes the session exist.
+func (j *journal) recordMeta(ctx context.Context, m *Meta) error {
+	if j.kv == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	data, _ := json.Marshal(m)
+	if err := j.putLocked(ctx, metaKey, data); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 )
 
 // DefaultRetain is how long a completed durable session is kept.
@@ -87,4 +88,24 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 		removed = append(removed, s.ID)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// RemoveUnrecorded removes what an interrupted start of session id may
+// have left in the store (its stream, a bucket without the session's
+// record of itself, its lease). It takes the session's lease first, so a
+// start still under way in a live process is never disturbed (a
+// *HeldError), and a recorded session is never touched.
+func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
+	if _, err := ReadMeta(ctx, b, id); !errors.Is(err, ErrNoCheckpoint) {
+		return err
+	}
+	l, err := acquireLease(ctx, b, id, clock.Real(), DefaultLeaseTTL)
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	if _, err := ReadMeta(ctx, b, id); !errors.Is(err, ErrNoCheckpoint) {
+		return err // recorded meanwhile
+	}
+	return broker.DeleteSession(ctx, b.JetStream(), id)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
@@ -115,6 +116,21 @@ type Session struct {
 	started  time.Time
 	resumed  []*pb.Envelope // pending envelopes of the checkpoint resumed from
 	lease    *lease         // a durable session's lease, released by Stop
+	// created is set for a new durable session (a start or a fork): until
+	// it is recorded, abandon removes what it wrote.
+	created bool
+}
+
+// abandon stops a session whose start failed before it was recorded, and
+// removes what it wrote to the store: an unrecorded session leaves
+// nothing behind.
+func (s *Session) abandon() {
+	s.Stop()
+	if s.created && s.cfg.Durable {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id)
+	}
 }
 
 // NewID returns a fresh session id.
@@ -134,41 +150,60 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	if err := s.writeManifest(); err != nil {
-		s.Stop()
+		s.abandon()
 		return nil, err
 	}
-	if err := s.jr.started(ctx, &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
-		Input: cfg.Input, File: cfg.File, LogsDir: s.cfg.LogsDir, WorkDir: s.cfg.WorkDir}, cfg.Graph.DOT()); err != nil {
-		s.Stop()
+	var env *pb.Envelope
+	if cfg.Graph.Kind() != "session" {
+		start := cfg.Graph.StartNode()
+		if start == nil {
+			s.abandon()
+			return nil, errors.New("session: the graph has no start node")
+		}
+		caller := cfg.Caller
+		if caller.IsZero() {
+			caller, _ = nodes.CallerFrom(ctx)
+		}
+		env = &pb.Envelope{
+			Id: s.sys.MintID(s.id + ".input"), SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
+			CreatedAt: timestamppb.New(s.clock().Now()),
+			Payload:   &pb.Payload{Message: cfg.Input},
+			Context:   kvs(initialContext(cfg)),
+			Metadata:  kvs(cfg.Metadata),
+			Caller:    actors.CallerKV(caller),
+		}
+	}
+	// A durable session is recorded in an order that makes its creation
+	// atomic: its graph, then its input (the first journal record), and
+	// last its record of itself (session.meta), which is what makes it
+	// exist — for resume, for the list of sessions, for "already exists".
+	// Whatever a crash leaves before that is not a session: resume says
+	// nothing was recorded, and the next start under the id removes it.
+	meta := &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
+		Input: cfg.Input, File: cfg.File, LogsDir: s.cfg.LogsDir, WorkDir: s.cfg.WorkDir}
+	if err := s.jr.recordGraph(ctx, cfg.Graph.DOT()); err != nil {
+		s.abandon()
 		return nil, err
 	}
+	crash.Point("create-graph")
+	if env != nil {
+		if err := s.jr.add(env); err != nil {
+			s.abandon()
+			return nil, fmt.Errorf("session: checkpoint: %w", err)
+		}
+		crash.Point("create-input")
+	}
+	if err := s.jr.recordMeta(ctx, meta); err != nil {
+		s.abandon()
+		return nil, err
+	}
+	crash.Point("create-meta")
 	s.sys.Emit(&pb.Event{Kind: "session.started", Message: cfg.Graph.Name,
 		Attrs: []*pb.KV{{Key: "goal", Value: cfg.Graph.Goal()}, {Key: "kind", Value: cfg.Graph.Kind()}}})
-	if cfg.Graph.Kind() == "session" {
+	if env == nil {
 		return s, nil
 	}
-	start := cfg.Graph.StartNode()
-	if start == nil {
-		s.Stop()
-		return nil, errors.New("session: the graph has no start node")
-	}
-	caller := cfg.Caller
-	if caller.IsZero() {
-		caller, _ = nodes.CallerFrom(ctx)
-	}
-	env := &pb.Envelope{
-		Id: s.sys.MintID(s.id + ".input"), SessionId: s.id, Kind: actors.KindHandoff, ToNode: start.ID,
-		CreatedAt: timestamppb.New(s.clock().Now()),
-		Payload:   &pb.Payload{Message: cfg.Input},
-		Context:   kvs(initialContext(cfg)),
-		Metadata:  kvs(cfg.Metadata),
-		Caller:    actors.CallerKV(caller),
-	}
-	if err := s.jr.add(env); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("session: checkpoint: %w", err)
-	}
-	if err := s.sys.Send(ctx, broker.NodeIn(s.id, start.ID), env); err != nil {
+	if err := s.sys.Send(ctx, broker.NodeIn(s.id, env.GetToNode()), env); err != nil {
 		if ctx.Err() != nil {
 			// ctx ended while the input was on its way: the session exists
 			// (its checkpoint holds the input, Resume delivers it), so it
@@ -249,7 +284,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		}
 		if err := s.jr.forked(ctx, &Meta{ID: cfg.ID, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started,
 			ForkOf: cfg.ForkOf, ForkAt: cp.Seq}, cfg.Graph.DOT()); err != nil {
-			s.Stop()
+			s.abandon()
 			return nil, err
 		}
 	}
@@ -425,17 +460,22 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage()); err != nil {
-			s.closeEvents()
-			return nil, fmt.Errorf("session: stream: %w", err)
-		}
+		crash.Point("create-bucket") // claim made the bucket and wrote the owner's mark
 		if cp == nil || cfg.ForkOf != "" {
 			// A new session may not take the id of one the store holds.
+			// What an interrupted start left under the id (no record of
+			// the session itself) is written over.
 			if _, err := ReadMeta(context.Background(), cfg.Broker, cfg.ID); err == nil {
 				s.closeEvents()
 				return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
 			}
+			s.created = true
 		}
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage()); err != nil {
+			s.closeEvents()
+			return nil, fmt.Errorf("session: stream: %w", err)
+		}
+		crash.Point("create-stream")
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()

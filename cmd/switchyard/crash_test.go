@@ -210,6 +210,72 @@ func TestCrashPipeline(t *testing.T) {
 		survived, lost, doubled, reruns)
 }
 
+// TestCrashCreation kills `run --id` at every step of the session's
+// creation (its stream and bucket created, its graph, its input and its
+// record of itself written) and just after: either resume continues the
+// session to the uninterrupted run's outcome, or nothing of it was
+// recorded — resume says so and names run --id, the store then holds
+// nothing of it, and run --id starts it afresh.
+func TestCrashCreation(t *testing.T) {
+	pipeline, err := filepath.Abs("testdata/crash.dot")
+	require.NoError(t, err)
+	run := func(dir, point string) ([]byte, error) {
+		_, out, err := child(t, dir, point, "run", pipeline, "--data", "data", "--logs", "logs", "--id", "c1", "--json")
+		return out, err
+	}
+	refDir := t.TempDir()
+	_, err = run(refDir, "")
+	require.NoError(t, err)
+	ref := readOutcome(t, refDir, "c1")
+
+	for _, tc := range []struct {
+		point    string
+		recorded bool
+	}{
+		{"create-stream:1", false}, {"create-bucket:1", false}, {"create-graph:1", false},
+		{"create-input:1", false}, {"create-meta:1", true}, {"deliver:1", true},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := run(dir, tc.point)
+			require.True(t, killed(err), "the run was not killed at %s: %v", tc.point, err)
+			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
+			if tc.recorded {
+				require.NoError(t, err, "resume after %s", tc.point)
+				require.Equal(t, "success", lastEvent(t, out)["status"])
+				got := readOutcome(t, dir, "c1")
+				require.Equal(t, ref.firings, got.firings, "committed firings")
+				require.Equal(t, ref.consumed, got.consumed, "envelopes consumed, once each")
+				require.Equal(t, keys(ref.effects), keys(got.effects))
+				return
+			}
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			require.Equal(t, 1, ee.ExitCode())
+			require.Contains(t, string(ee.Stderr), "nothing of session c1 is recorded")
+			require.Contains(t, string(ee.Stderr), "switchyard run FILE.dot --id c1")
+
+			// The store holds nothing of it.
+			b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = filepath.Join(dir, "data") }))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = b.JetStream().KeyValue(ctx, broker.KVName("c1"))
+			require.ErrorIs(t, err, jetstream.ErrBucketNotFound)
+			_, err = b.JetStream().Stream(ctx, broker.StreamName("c1"))
+			require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
+			stored, err := session.List(ctx, b)
+			require.NoError(t, err)
+			require.Empty(t, stored)
+			require.NoError(t, b.Close())
+
+			// And the way on works.
+			out, err = run(dir, "")
+			require.NoError(t, err, "run --id after %s", tc.point)
+			require.Equal(t, "success", lastEvent(t, out)["status"])
+		})
+	}
+}
+
 func keys(m map[string]int) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

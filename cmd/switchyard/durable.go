@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,6 +57,15 @@ switchyard history) and the original is left as it is.`,
 // storedGraph reads and parses the graph a durable session runs.
 func storedGraph(ctx context.Context, b *broker.Broker, id string, stderr io.Writer) (*graph.Graph, string, error) {
 	meta, err := session.ReadMeta(ctx, b, id)
+	if errors.Is(err, session.ErrNoCheckpoint) {
+		// Never started here, or killed while it was being created: nothing
+		// of it can be resumed. What an interrupted start left is removed,
+		// so that the id is free again.
+		if rerr := session.RemoveUnrecorded(ctx, b, id); rerr != nil {
+			fmt.Fprintf(stderr, "removing what the interrupted start left: %v\n", rerr)
+		}
+		return nil, "", &exitError{code: 1, err: fmt.Errorf("nothing of session %s is recorded in this store (a run killed before it recorded its first checkpoint leaves nothing; or is it on another --data or --nats?): start it with: switchyard run FILE.dot --id %s", id, id)}
+	}
 	if err != nil {
 		return nil, "", &exitError{code: 1, err: err}
 	}
