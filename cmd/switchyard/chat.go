@@ -35,8 +35,11 @@ func newChatCmd() *cobra.Command {
 		Long: `chat sends each line you type to the node's inbox and prints the agent's reply.
 The node must have mode="interactive". Type /done (or end the input) to finish the
 conversation: the node then completes and the session goes on from it.`,
-		Args: sessionArgs(2),
+		Args: sessionNodeArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if wait <= 0 {
+				return usageErr(fmt.Errorf("--wait %s: want a positive duration", wait))
+			}
 			nc, err := c.connect()
 			if err != nil {
 				return err

@@ -41,8 +41,8 @@ switchyard history) and the original is left as it is.`,
 			if (f.from != 0) != (f.forkAs != "") {
 				return usageErr(fmt.Errorf("--from and --as go together (fork SESSION at checkpoint N as NEW)"))
 			}
-			if f.forkAs != "" && !broker.ValidToken(f.forkAs) {
-				return usageErr(fmt.Errorf("invalid session id %q", f.forkAs))
+			if err := checkSessionID("--as", f.forkAs); err != nil {
+				return err
 			}
 			return runPipeline(cmd.Context(), f, "", cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -227,6 +227,9 @@ func newGCCmd() *cobra.Command {
 sessions are never removed. run and serve do the same on start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkRetain(retain); err != nil {
+				return err
+			}
 			return withStore(cmd, nats, data, func(ctx context.Context, b *broker.Broker) error {
 				removed, err := session.GC(ctx, b, retain, time.Now(), dryRun)
 				verb := "removed"

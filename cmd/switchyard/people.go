@@ -41,7 +41,7 @@ with --edge FROM:TO. The serving session confirms it takes the envelope; a
 node or edge the session does not have is refused with the reason (exit 1,
 an envelope.rejected event, the envelope on sy.SESSION.dlq), and a session
 nobody serves on --nats is an error ("no session S on URL").`,
-		Args: sessionArgs(3),
+		Args: sessionNodeArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env := &pb.Envelope{Id: nuid.Next(), SessionId: args[0], Kind: "handoff", ToNode: args[1],
 				CreatedAt: timestamppb.Now(), Payload: &pb.Payload{Message: args[2]}}
@@ -171,7 +171,7 @@ accelerator key, a label or a target node id. The session checks the answer:
 one that matches no option (or names a node that is not a human gate) is
 refused with the list of options and exit code 2, and the question stays open.
 An answer sent before the question is asked is kept for it.`,
-		Args: sessionArgs(3),
+		Args: sessionNodeArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nc, err := c.connect()
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
 )
 
 func init() { subcommands = append(subcommands, newExplainCmd, newTriggerCmd) }
@@ -36,6 +37,9 @@ func (c *connFlags) add(cmd *cobra.Command) {
 func (c *connFlags) connect() (*nats.Conn, error) {
 	if c.url == "" {
 		return nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
+	}
+	if c.timeout <= 0 {
+		return nil, usageErr(fmt.Errorf("--timeout %s: want a positive duration", c.timeout))
 	}
 	// A private reply inbox: with an outside credential no other client
 	// may read this connection's replies (docs/security.md).
@@ -75,8 +79,19 @@ func sessionArgs(n int) cobra.PositionalArgs {
 		if len(args) != n {
 			return usageErr(fmt.Errorf("%s: want %d arguments, got %d", cmd.Name(), n, len(args)))
 		}
-		if !broker.ValidToken(args[0]) {
-			return usageErr(fmt.Errorf("invalid session id %q", args[0]))
+		return checkSessionID("session", args[0])
+	}
+}
+
+// sessionNodeArgs is sessionArgs for commands whose second argument is a
+// node id.
+func sessionNodeArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := sessionArgs(n)(cmd, args); err != nil {
+			return err
+		}
+		if !graph.IsIdentifier(args[1]) {
+			return usageErr(fmt.Errorf("node %q: invalid node id ([A-Za-z_][A-Za-z0-9_]*)", args[1]))
 		}
 		return nil
 	}
@@ -88,7 +103,7 @@ func newExplainCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "explain SESSION NODE",
 		Short: "Say why a node of a running session is not running",
-		Args:  sessionArgs(2),
+		Args:  sessionNodeArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := request(c, broker.Control(args[0], "explain"), actors.ExplainRequest{Node: args[1]})
 			if err != nil {
@@ -132,7 +147,7 @@ func newTriggerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trigger SESSION NODE",
 		Short: "Fire a node of a running session now (manual triggers)",
-		Args:  sessionArgs(2),
+		Args:  sessionNodeArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := request(c, broker.Control(args[0], "trigger"), actors.TriggerRequest{Node: args[1], Message: message})
 			if err != nil {

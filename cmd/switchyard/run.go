@@ -67,6 +67,12 @@ fails, 2 for invalid input or usage.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSessionID("--id", f.id); err != nil {
+				return err
+			}
+			if err := checkRetain(f.retain); err != nil {
+				return err
+			}
 			return runPipeline(cmd.Context(), f, args[0], cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -95,6 +101,23 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	f.web.add(cmd)
 	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of the web view's readers, and for --nats (env SWITCHYARD_TOKEN)")
 	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential of the web view's actors: answer gates, trigger nodes (env SWITCHYARD_ADMIN_TOKEN)")
+}
+
+// checkSessionID refuses a session id given by flag that cannot name a
+// session (a usage error, exit 2); "" is not given.
+func checkSessionID(flag, id string) error {
+	if id != "" && !broker.ValidToken(id) {
+		return usageErr(fmt.Errorf("%s %q: invalid session id ([A-Za-z_][A-Za-z0-9_-]*: no '.', '*', '>' or spaces)", flag, id))
+	}
+	return nil
+}
+
+// checkRetain refuses a negative --retain.
+func checkRetain(d time.Duration) error {
+	if d < 0 {
+		return usageErr(fmt.Errorf("--retain %s: want a duration of 0 (keep everything) or more", d))
+	}
+	return nil
 }
 
 // parseAnswers reads NODE=CHOICE flags into queues per node, in order.

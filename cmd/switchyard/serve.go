@@ -74,7 +74,12 @@ its lease.`,
 			if len(f.ids) > 0 && len(f.ids) != len(args) {
 				return usageErr(fmt.Errorf("--id given %d times for %d files", len(f.ids), len(args)))
 			}
-			return nil
+			for _, id := range f.ids {
+				if err := checkSessionID("--id", id); err != nil {
+					return err
+				}
+			}
+			return checkRetain(f.retain)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return serve(cmd.Context(), f, args, cmd.OutOrStdout(), cmd.ErrOrStderr())

@@ -108,3 +108,46 @@ func TestValidateJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageErrorsExit2: every usage error — an unknown flag or command, a
+// flag value that cannot be parsed or names nothing valid (a session id
+// that cannot be one, a negative duration...), missing arguments — exits
+// 2, and says what is wrong, before anything runs or connects.
+func TestUsageErrorsExit2(t *testing.T) {
+	const dot = "../../examples/hello.dot"
+	const url = "nats://127.0.0.1:1" // nothing listens: a usage error is found before connecting
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"run", dot, "--id", "a.>"}, `--id "a.>": invalid session id`},
+		{[]string{"run", dot, "--id", "a b"}, `--id "a b": invalid session id`},
+		{[]string{"run", dot, "--id", "*"}, "invalid session id"},
+		{[]string{"run", dot, "--retain", "-1h"}, "--retain -1h0m0s"},
+		{[]string{"run", dot, "--retain", "soon"}, "invalid argument"},
+		{[]string{"run", dot, "--no-such-flag"}, "unknown flag"},
+		{[]string{"run"}, "run takes one DOT file"},
+		{[]string{"serve", dot, "--id", "a.>"}, `--id "a.>": invalid session id`},
+		{[]string{"serve", dot, "--retain", "-5m"}, "--retain"},
+		{[]string{"resume", "a.>"}, `session "a.>": invalid session id`},
+		{[]string{"resume", "s1", "--from", "2", "--as", "x y"}, `--as "x y": invalid session id`},
+		{[]string{"resume", "s1", "--from", "two"}, "invalid argument"},
+		{[]string{"history", "a b"}, "invalid session id"},
+		{[]string{"gc", "--retain", "-1s"}, "--retain"},
+		{[]string{"explain", "s1", "a.>", "--nats", url}, `node "a.>": invalid node id`},
+		{[]string{"explain", "s1", "n", "--nats", url, "--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"trigger", "s.1", "n", "--nats", url}, "invalid session id"},
+		{[]string{"pub", "s1", "a b", "hi", "--nats", url}, "invalid node id"},
+		{[]string{"answer", "s1", "*", "A", "--nats", url}, "invalid node id"},
+		{[]string{"chat", "s1", "n", "--nats", url, "--wait", "0s"}, "--wait 0s"},
+		{[]string{"stop", "s>"}, "invalid session id"},
+		{[]string{"watch", "a.b"}, "invalid session id"},
+		{[]string{"no-such-command"}, "unknown command"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := cli(t, tc.args...)
+			require.Equal(t, 2, code, "stderr: %s", errOut)
+			require.Contains(t, errOut, tc.says)
+		})
+	}
+}
