@@ -139,7 +139,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		if retryable && attempt <= maxRetries {
 			delay := backoff(attempt)
 			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: j.node.ID, Status: string(o.Status),
-				Attempts: uint32(attempt), Message: o.FailureReason,
+				Attempts: uint32(attempt), Message: retryReason(o),
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})
 			if !clock.Sleep(ctx, a.s.clk, delay) {
 				return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
@@ -219,4 +219,17 @@ func (a *nodeActor) retryEdge(j *job, o *nodes.Outcome) *graph.Edge {
 	}
 	env := edges.Outcome{Status: string(nodes.StatusRetry), PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs}
 	return edges.Match(a.s.graph(), j.node.ID, env, ctx)
+}
+
+// retryReason says why a firing is retried: its failure reason, else its
+// notes (an agent that asks for a retry often explains there), else its
+// status.
+func retryReason(o *nodes.Outcome) string {
+	switch {
+	case o.FailureReason != "":
+		return o.FailureReason
+	case o.Notes != "":
+		return o.Notes
+	}
+	return "the handler returned " + string(o.Status) + " without a reason"
 }

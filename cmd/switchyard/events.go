@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,7 +73,17 @@ func (r *textRenderer) render(ev *pb.Event) {
 	case "agent.reply":
 		fmt.Fprintf(r.w, "  %-24s says: %s\n", ev.GetNode(), firstLine(ev.GetMessage()))
 	case "node.retrying":
-		fmt.Fprintf(r.w, "  %-24s retrying after attempt %d: %s\n", ev.GetNode(), ev.GetAttempts(), firstLine(ev.GetMessage()))
+		why := firstLine(ev.GetMessage())
+		if why == "" {
+			why = "no reason given"
+		}
+		wait := ""
+		for _, kv := range ev.GetAttrs() {
+			if ms, err := strconv.ParseInt(kv.GetValue(), 10, 64); kv.GetKey() == "delay_ms" && err == nil {
+				wait = " in " + (time.Duration(ms) * time.Millisecond).String()
+			}
+		}
+		fmt.Fprintf(r.w, "  %-24s %-16s attempt %d failed: %s; retrying%s\n", ev.GetNode(), ev.GetStatus(), ev.GetAttempts(), why, wait)
 	case "human.question":
 		var opts []string
 		for _, kv := range ev.GetAttrs() {
@@ -80,8 +91,9 @@ func (r *textRenderer) render(ev *pb.Event) {
 				opts = append(opts, "["+k+"] "+strings.TrimSpace(strings.TrimPrefix(kv.Value, "["+k+"]")))
 			}
 		}
+		// run answers from --answer, then the terminal (serve's log says
+		// how to answer a served session).
 		fmt.Fprintf(r.w, "  %-24s waiting for an answer: %s %s\n", ev.GetNode(), ev.GetMessage(), strings.Join(opts, " "))
-		fmt.Fprintf(r.w, "  %-24s answer with: switchyard answer %s %s CHOICE\n", "", ev.GetSessionId(), ev.GetNode())
 	case "human.answer":
 		fmt.Fprintf(r.w, "  %-24s answered %q\n", ev.GetNode(), ev.GetMessage())
 	case "iterations.exceeded", "iterations.waiting", "budget.exceeded", "stall.detected", "node.refused",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
@@ -158,7 +159,13 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		if g == nil || diags.HasErrors() {
 			return &exitError{code: 2}
 		}
+		if g.Kind() == "session" && f.resume == "" {
+			return usageErr(fmt.Errorf("%s is a reactive session (kind=\"session\"): it runs until stopped, not to an end; serve it with: switchyard serve %s", file, file))
+		}
 		if err := providers.check(ctx, g, f.provider); err != nil {
+			return usageErr(err)
+		}
+		if err := checkTypos(g, providers.mock.Nodes(), answers); err != nil {
 			return usageErr(err)
 		}
 	}
@@ -194,11 +201,16 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		if err := providers.check(ctx, g, f.provider); err != nil {
 			return usageErr(err)
 		}
+		if err := checkTypos(g, providers.mock.Nodes(), answers); err != nil {
+			return usageErr(err)
+		}
 	}
 
 	var iv nodes.Interviewer = nodes.NewQueue(answers)
 	if isTerminal(stdin) && !obs.answersOnPage() {
 		iv = session.Fallback(iv, nodes.Console(stdin, stderr))
+	} else {
+		iv = session.Fallback(iv, noTerminal{})
 	}
 	id := f.id
 	if id == "" {
@@ -322,13 +334,22 @@ func printSummary(w io.Writer, rep *session.Report, logs string) {
 	fmt.Fprintf(w, "\nrun directory: %s\n", logs)
 }
 
-func isTerminal(r io.Reader) bool {
+// isTerminal reports whether r is a terminal (not merely a character
+// device: /dev/null is one, and a run started from cron or CI with stdin
+// on /dev/null has no one to ask).
+func isTerminal(r any) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// noTerminal answers the human gates of a run that has no terminal to ask
+// at once its --answer queue is empty: the gate fails, saying how to
+// answer it.
+type noTerminal struct{}
+
+func (noTerminal) Ask(_ context.Context, q *nodes.Question) (*nodes.Answer, error) {
+	return nil, fmt.Errorf("human gate %s has no answer: stdin is not a terminal to ask at and no --answer %s=CHOICE is left (choose one of %s)",
+		q.Stage, q.Stage, nodes.OptionList(q.Options))
 }
 
 // providers resolves agent providers by name for the handlers.

@@ -146,6 +146,12 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			return usageErr(err)
 		}
 	}
+	if len(graphs) == 1 {
+		// With several files a script may name the nodes of any of them.
+		if err := checkTypos(graphs[0], providers.mock.Nodes(), nil); err != nil {
+			return usageErr(err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	bcfg := broker.DefaultConfig()

@@ -236,3 +236,15 @@ func lastParagraph(p string) string {
 	}
 	return p
 }
+
+// Nodes lists the node ids the script names, sorted.
+func (m *Mock) Nodes() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.script))
+	for n := range m.script {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
