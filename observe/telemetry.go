@@ -44,7 +44,16 @@ type Telemetry struct {
 	mu       sync.Mutex
 	states   map[string]string // session id -> running, success, fail, stopped...
 	tracked  map[string]*session.Session
-	observed map[string]*nodeObs // session/node -> its curried metrics
+	observed map[*graph.Node]*nodeObs // a session's node -> its curried metrics
+}
+
+// sessionObs caches a session's series by label values, so that an event
+// costs a map lookup instead of hashing its labels (only the session's
+// event goroutine uses it).
+type sessionObs struct {
+	events  map[string]prometheus.Counter    // kind
+	firings map[[2]string]prometheus.Counter // node, status
+	seconds map[string]prometheus.Observer   // node
 }
 
 // nodeObs are a node's metrics with their labels applied, so that the
@@ -62,7 +71,7 @@ func New(opts Options) *Telemetry {
 	}
 	reg := prometheus.NewRegistry()
 	t := &Telemetry{opts: opts, reg: reg, m: newMetrics(reg), states: map[string]string{},
-		tracked: map[string]*session.Session{}, observed: map[string]*nodeObs{}}
+		tracked: map[string]*session.Session{}, observed: map[*graph.Node]*nodeObs{}}
 	if opts.ProcessMetrics {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -87,8 +96,10 @@ func (t *Telemetry) Handler() http.Handler {
 func (t *Telemetry) Instrument(cfg *session.Config) {
 	id := cfg.ID
 	next := cfg.Observer
+	so := &sessionObs{events: map[string]prometheus.Counter{}, firings: map[[2]string]prometheus.Counter{},
+		seconds: map[string]prometheus.Observer{}}
 	cfg.Observer = func(ev *pb.Event) {
-		t.event(id, ev)
+		t.event(id, so, ev)
 		if next != nil {
 			next(ev)
 		}
@@ -124,8 +135,13 @@ func (t *Telemetry) Track(s *session.Session) (untrack func()) {
 
 // event updates the metrics (and spans) with one session event. It runs on
 // the session's event goroutine.
-func (t *Telemetry) event(id string, ev *pb.Event) {
-	t.m.events.WithLabelValues(id, ev.Kind).Inc()
+func (t *Telemetry) event(id string, so *sessionObs, ev *pb.Event) {
+	c := so.events[ev.Kind]
+	if c == nil {
+		c = t.m.events.WithLabelValues(id, ev.Kind)
+		so.events[ev.Kind] = c
+	}
+	c.Inc()
 	switch ev.Kind {
 	case "session.started", "session.resumed", "session.restarted":
 		t.setState(id, "running")
@@ -140,11 +156,22 @@ func (t *Telemetry) event(id string, ev *pb.Event) {
 	case "session.fatal":
 		t.setState(id, "fatal")
 	case "node.completed":
-		t.m.firings.WithLabelValues(id, ev.Node, ev.Status).Inc()
+		key := [2]string{ev.Node, ev.Status}
+		f := so.firings[key]
+		if f == nil {
+			f = t.m.firings.WithLabelValues(id, ev.Node, ev.Status)
+			so.firings[key] = f
+		}
+		f.Inc()
 		if ev.Status == string(nodes.StatusFail) {
 			t.m.failures.WithLabelValues(id, ev.Node).Inc()
 		}
-		t.m.firingSeconds.WithLabelValues(id, ev.Node).Observe(float64(ev.DurationMs) / 1000)
+		sec := so.seconds[ev.Node]
+		if sec == nil {
+			sec = t.m.firingSeconds.WithLabelValues(id, ev.Node)
+			so.seconds[ev.Node] = sec
+		}
+		sec.Observe(float64(ev.DurationMs) / 1000)
 	case "node.retrying":
 		t.m.retries.WithLabelValues(id, ev.Node).Inc()
 	case "envelope.dropped":
@@ -174,14 +201,13 @@ func (t *Telemetry) setState(id, st string) {
 
 // nodeObs returns a node's curried metrics.
 func (t *Telemetry) nodeObs(in *nodes.Input) *nodeObs {
-	key := in.SessionID + "/" + in.Node.ID
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	o := t.observed[key]
+	o := t.observed[in.Node]
 	if o == nil {
 		o = &nodeObs{attempt: t.m.attempts.WithLabelValues(in.SessionID, in.Node.ID)}
 		o.provider, o.model = providerOf(in.Node, t.opts.DefaultProvider), in.Node.LLMModel()
-		t.observed[key] = o
+		t.observed[in.Node] = o
 	}
 	return o
 }
