@@ -51,3 +51,19 @@ func TestWebViewCredentials(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, post("adm", ""), "an action needs the X-Switchyard header (no cross-site form)")
 	require.Equal(t, http.StatusOK, post("adm", "1"))
 }
+
+// --http-insecure-loopback serves without a credential, but only requests
+// that name a loopback host (DNS rebinding).
+func TestWebViewInsecureLoopback(t *testing.T) {
+	web, _, _ := serveHTTP(t, `digraph g { a [prompt="x"] }`, "--http-insecure-loopback")
+	code, body := get(t, web+"/api/sessions", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `"id":"w1"`)
+	req, err := http.NewRequest(http.MethodGet, web+"/api/sessions", nil)
+	require.NoError(t, err)
+	req.Host = "attacker.example"
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+}

@@ -66,7 +66,7 @@ const gatedPipeline = `digraph release {
 	draft   [prompt="Draft the release notes for: $goal"]
 	review  [shape=hexagon, label="Publish this draft?"]
 	confirm [shape=hexagon, label="Really publish?"]
-	exit    [shape=Msquare]
+	exit    [shape=Msquare, label="<img src=x onerror=alert(1)> \"done\" \\N"]
 	start -> draft -> review
 	review -> confirm [label="[A] Approve"]
 	review -> draft   [label="[R] Revise"]
@@ -105,6 +105,13 @@ func TestWebViewAnswersAGateInABrowser(t *testing.T) {
 		chromedp.WaitVisible(`#gates [data-gate="review"]`),
 	)
 	require.Equal(t, 5, svgNodes, "every node is drawn")
+	var exitLabel string
+	var imgs int
+	step(t, ctx, "a label is text, never markup or DOT",
+		chromedp.Evaluate(`document.querySelector("#graph svg g#node_exit text").textContent`, &exitLabel),
+		chromedp.Evaluate(`document.querySelectorAll("#graph img").length`, &imgs))
+	require.Equal(t, `<img src=x onerror=alert(1)> "done" \N`, exitLabel)
+	require.Zero(t, imgs)
 	var url string
 	step(t, ctx, "the token left the address bar", chromedp.Location(&url))
 	require.NotContains(t, url, "adm")
