@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -398,6 +400,8 @@ type Footprint struct {
 	HeapPerNode       float64 // bytes
 	GoroutinesPerNode float64
 	Start             time.Duration // to create all n
+	// MemPerNode adds the goroutine stacks to the heap (bytes).
+	MemPerNode float64
 }
 
 // ActorIdle spawns n idle protoactor actors: the floor of an idle node.
@@ -417,9 +421,32 @@ func ActorIdle(n int) Footprint {
 
 // heapNow returns the live heap after a collection and the goroutine count.
 func heapNow() (int64, int) {
+	h, g, _ := memNow()
+	return h, g
+}
+
+// memNow is heapNow and the memory of goroutine stacks.
+func memNow() (heap int64, goroutines int, stacks int64) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc), runtime.NumGoroutine()
+	return int64(ms.HeapAlloc), runtime.NumGoroutine(), int64(ms.StackInuse)
+}
+
+// availableMemory is MemAvailable of /proc/meminfo (0 when unknown).
+func availableMemory() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -160,11 +161,26 @@ func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
 	var largestStart time.Duration
 	var largestActor time.Duration
 	var startErr error
-	for _, n := range cfg.Idle {
+	sizes := slices.Sorted(slices.Values(cfg.Idle))
+	var measured Footprint // of the largest size run so far
+	measuredAt := 0
+	for _, n := range sizes {
 		base := ActorIdle(n)
-		c, cancel := withTimeout(ctx, cfg)
-		f, err := IdleSession(c, env, n, false)
-		cancel()
+		var f Footprint
+		var err error
+		if need := measured.MemPerNode * float64(n); measuredAt > 0 && float64(availableMemory()) < 3*need {
+			// The machine is shared: a session that would take more than a
+			// third of the memory available is not started.
+			err = fmt.Errorf("not run: would need about %.0f MB (%.0f KB per node measured at %d nodes), more than a third of the %d MB available",
+				need/1e6, measured.MemPerNode/1e3, measuredAt, availableMemory()/1e6)
+		} else {
+			c, cancel := withTimeout(ctx, cfg)
+			f, err = IdleSession(c, env, n, false)
+			cancel()
+			if err == nil {
+				measured, measuredAt = f, n
+			}
+		}
 		heap := Row{Group: "idle", Case: fmt.Sprintf("idle node heap, %d nodes", n), Unit: unitBytes, Value: f.HeapPerNode}
 		gor := Row{Group: "idle", Case: fmt.Sprintf("idle node goroutines, %d nodes", n), Unit: unitGor, Value: f.GoroutinesPerNode}
 		if err != nil {

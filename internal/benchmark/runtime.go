@@ -214,7 +214,7 @@ func IdleSession(ctx context.Context, env *Env, n int, durable bool) (Footprint,
 	if err != nil {
 		return Footprint{}, err
 	}
-	h0, g0 := heapNow()
+	h0, g0, st0 := memNow()
 	t0 := time.Now()
 	s, err := session.Start(ctx, session.Config{Graph: g, Broker: env.Broker, Registry: reg, Durable: durable,
 		Checkpoint: &session.CheckpointPolicy{}})
@@ -222,10 +222,11 @@ func IdleSession(ctx context.Context, env *Env, n int, durable bool) (Footprint,
 		return Footprint{}, err
 	}
 	d := time.Since(t0)
-	h1, g1 := heapNow()
+	h1, g1, st1 := memNow()
 	s.Stop()
 	if durable {
 		_ = broker.DeleteSession(context.Background(), env.Broker.JetStream(), s.ID())
 	}
-	return Footprint{HeapPerNode: float64(h1-h0) / float64(n), GoroutinesPerNode: float64(g1-g0) / float64(n), Start: d}, nil
+	return Footprint{HeapPerNode: float64(h1-h0) / float64(n), GoroutinesPerNode: float64(g1-g0) / float64(n), Start: d,
+		MemPerNode: float64(h1-h0+st1-st0) / float64(n)}, nil
 }
