@@ -14,15 +14,19 @@ import (
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
-// Durable consumption. In a durable session (Config.Consume) a node does
-// not subscribe to its subjects on core NATS: it reads them from the
-// session's JetStream stream through a durable consumer of its own, with
-// explicit acknowledgement. An envelope is acknowledged only once the
+// Durable consumption. In a durable session (Config.Consume) the nodes do
+// not subscribe to their subjects on core NATS: the session reads every
+// edge subject and node inbox from its JetStream stream through one durable
+// consumer, with explicit acknowledgement, and hands each envelope to the
+// actor of the node that reads its subject (one consumer per session, not
+// per node: a graph of any size costs one consumer, and JetStream's consumer
+// limit never caps the graph). An envelope is acknowledged only once the
 // firing that consumed it is committed to the journal and the envelopes it
 // produced are published (acknowledged by JetStream), so a crash at any
 // point leaves it unacknowledged and it is delivered again after the
 // restart. Envelopes already consumed before the crash are recognised by
-// their ids (Config.Consumed, from the checkpoint) and acknowledged
+// their ids (Config.Consumed, from the checkpoint) or lie at or below their
+// node's acknowledgement floor (Config.Floors), and are acknowledged
 // without reaching the node again.
 
 // consumerAckWait is how long an envelope may wait unacknowledged in a
@@ -32,30 +36,54 @@ import (
 // consumer from its acknowledgement floor instead.
 const consumerAckWait = 365 * 24 * time.Hour
 
-// maxAckPending bounds the envelopes a node holds unacknowledged.
-const maxAckPending = 1 << 16
+// maxAckPending bounds the envelopes a session holds unacknowledged.
+const maxAckPending = 1 << 20
 
-// nodeConsumer is a node's durable consumer and what it reads.
-type nodeConsumer struct {
-	name     string
-	subjects []string
-	start    func() (jetstream.ConsumeContext, error)
-	cc       jetstream.ConsumeContext // nil until it starts
+// consumerName is the session's consumer.
+const consumerName = "nodes"
+
+// route is where envelopes on one subject go.
+type route struct {
+	node string
+	pid  *actor.PID
 }
 
-func consumerName(node string) string { return "n_" + node }
+// setRoute makes envelopes on subj reach node's actor.
+func (s *System) setRoute(subj, node string, pid *actor.PID) {
+	s.routeMu.Lock()
+	s.routes[subj] = route{node: node, pid: pid}
+	s.routeMu.Unlock()
+}
 
-// consume starts (or, after a restart, resumes from its acknowledgement
-// floor) the node's consumer over subjects.
-func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
+// dropRoute stops envelopes on subj reaching any node.
+func (s *System) dropRoute(subj string) {
+	s.routeMu.Lock()
+	delete(s.routes, subj)
+	s.routeMu.Unlock()
+}
+
+// dropRoutesTo removes every route to node (a node removed by a live edit).
+func (s *System) dropRoutesTo(node string) {
+	s.routeMu.Lock()
+	for subj, r := range s.routes {
+		if r.node == node {
+			delete(s.routes, subj)
+		}
+	}
+	s.routeMu.Unlock()
+}
+
+// createConsumer creates (or, after a restart, re-creates from the lowest
+// acknowledgement floor of the graph's nodes) the session's consumer over
+// every edge subject and node inbox.
+func (s *System) createConsumer() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	js, stream := s.cfg.JetStream, broker.StreamName(s.cfg.SessionID)
-	name := consumerName(node)
 	cfg := jetstream.ConsumerConfig{
-		Durable:        name,
-		Description:    "switchyard node " + node,
-		FilterSubjects: subjects,
+		Durable:        consumerName,
+		Description:    "switchyard session " + s.cfg.SessionID,
+		FilterSubjects: []string{broker.Edge(s.cfg.SessionID, ">"), broker.NodeIn(s.cfg.SessionID, "*")},
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        consumerAckWait,
 		MaxDeliver:     -1,
@@ -63,155 +91,93 @@ func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
 	if s.cfg.Floors != nil {
-		// A restart: deliver again everything above the journal's floor at
-		// once; what was consumed is recognised by id, what was not reaches
-		// the node.
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.cfg.Floors[node]+1
+		// A restart: deliver again everything above the lowest floor at
+		// once; what a node acknowledged (at or below its own floor, or
+		// consumed by id) is acknowledged again without reaching it, what
+		// it did not reaches it.
+		low := uint64(0)
+		for i, n := range s.graph().Nodes {
+			if f := s.cfg.Floors[n.ID]; i == 0 || f < low {
+				low = f
+			}
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, low+1
 	}
-	if err := js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("actors: consumer %s: %w", name, err)
+	if err := js.DeleteConsumer(ctx, stream, consumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 	}
 	cons, err := js.CreateConsumer(ctx, stream, cfg)
 	if err != nil {
-		return fmt.Errorf("actors: consumer %s: %w", name, err)
+		return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 	}
-	nc := &nodeConsumer{name: name, subjects: subjects, start: func() (jetstream.ConsumeContext, error) {
-		return s.startConsuming(pid, node, cons)
-	}}
 	s.mu.Lock()
-	s.consumers[node] = nc
-	started := s.consuming
+	s.consumer = cons
 	s.mu.Unlock()
-	if started {
-		return s.startConsumer(nc)
-	}
 	return nil
 }
 
 // StartConsuming lets the nodes of a durable session receive: until then
-// their consumers exist but deliver nothing, so the session can finish
-// wiring itself (a resume delivers at once what was pending).
+// the session's consumer exists but delivers nothing, so the session can
+// finish wiring itself (a resume delivers at once what was pending).
 func (s *System) StartConsuming() error {
 	s.mu.Lock()
+	cons, started := s.consumer, s.consuming
 	s.consuming = true
-	list := make([]*nodeConsumer, 0, len(s.consumers))
-	for _, nc := range s.consumers {
-		list = append(list, nc)
-	}
 	s.mu.Unlock()
-	for _, nc := range list {
-		if err := s.startConsumer(nc); err != nil {
-			return err
-		}
+	if cons == nil || started {
+		return nil
 	}
-	return nil
-}
-
-func (s *System) startConsumer(nc *nodeConsumer) error {
-	cc, err := nc.start()
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	nc.cc = cc
-	s.mu.Unlock()
-	return nil
-}
-
-// startConsuming starts delivering a consumer's messages to the node.
-func (s *System) startConsuming(pid *actor.PID, node string, cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
-	name := consumerName(node)
-	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverDurable(pid, m) },
+	cc, err := cons.Consume(s.deliverDurable,
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				s.log.Warn("actors: consumer", "node", node, "err", err)
+				s.log.Warn("actors: consumer", "err", err)
 			}
 		}))
 	if err != nil {
-		return nil, fmt.Errorf("actors: consume %s: %w", name, err)
-	}
-	return cc, nil
-}
-
-// addConsumerSubject makes a node's consumer read one more subject.
-func (s *System) addConsumerSubject(node, subj string) error {
-	s.mu.Lock()
-	nc := s.consumers[node]
-	var subjects []string
-	if nc != nil {
-		subjects = append(append(subjects, nc.subjects...), subj)
-	}
-	s.mu.Unlock()
-	return s.setConsumerSubjects(node, subjects)
-}
-
-// removeConsumerSubject stops a node's consumer reading a subject.
-func (s *System) removeConsumerSubject(node, subj string) error {
-	s.mu.Lock()
-	nc := s.consumers[node]
-	var subjects []string
-	if nc != nil {
-		for _, x := range nc.subjects {
-			if x != subj {
-				subjects = append(subjects, x)
-			}
-		}
-	}
-	s.mu.Unlock()
-	return s.setConsumerSubjects(node, subjects)
-}
-
-// setConsumerSubjects changes what a node's consumer reads (live edits).
-func (s *System) setConsumerSubjects(node string, subjects []string) error {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-	defer cancel()
-	s.mu.Lock()
-	nc := s.consumers[node]
-	s.mu.Unlock()
-	if nc == nil {
-		return fmt.Errorf("actors: node %s has no consumer", node)
-	}
-	cons, err := s.cfg.JetStream.Consumer(ctx, broker.StreamName(s.cfg.SessionID), nc.name)
-	if err != nil {
-		return err
-	}
-	cfg := cons.CachedInfo().Config
-	cfg.FilterSubjects = subjects
-	if _, err := s.cfg.JetStream.UpdateConsumer(ctx, broker.StreamName(s.cfg.SessionID), cfg); err != nil {
-		return fmt.Errorf("actors: consumer %s: %w", nc.name, err)
+		return fmt.Errorf("actors: consume: %w", err)
 	}
 	s.mu.Lock()
-	nc.subjects = subjects
+	s.cc = cc
 	s.mu.Unlock()
 	return nil
 }
 
-// stopConsumer ends a node's consumption; removed deletes the consumer
-// (a node removed by a live edit).
-func (s *System) stopConsumer(node string, removed bool) {
+// stopConsuming ends the session's consumption.
+func (s *System) stopConsuming() {
 	s.mu.Lock()
-	nc := s.consumers[node]
-	delete(s.consumers, node)
-	s.mu.Unlock()
-	if nc == nil {
-		return
-	}
-	s.mu.Lock()
-	cc := nc.cc
+	cc := s.cc
+	s.cc = nil
 	s.mu.Unlock()
 	if cc != nil {
 		cc.Stop()
 		<-cc.Closed()
 	}
-	if removed {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.cfg.JetStream.DeleteConsumer(ctx, broker.StreamName(s.cfg.SessionID), nc.name)
-	}
 }
 
-// deliverDurable is deliver for a JetStream message.
-func (s *System) deliverDurable(pid *actor.PID, m jetstream.Msg) {
+// deliverDurable is deliver for a JetStream message: it runs on the
+// consumer's goroutine and hands the envelope to the actor of the node
+// that reads its subject.
+func (s *System) deliverDurable(m jetstream.Msg) {
+	s.routeMu.RLock()
+	r, ok := s.routes[m.Subject()]
+	s.routeMu.RUnlock()
+	if !ok {
+		// No node reads it (an edge or node a live edit removed, or a
+		// subject of no node at all): refused, visibly.
+		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: "no node reads " + m.Subject(),
+			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject()}}})
+		_ = m.Term()
+		return
+	}
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	if seq != 0 && seq <= s.cfg.Floors[r.node] {
+		_ = m.Ack() // acknowledged by the node before the restart
+		return
+	}
+	pid := r.pid
 	env, err := DecodeEnvelope(m.Data())
 	if err == nil {
 		err = s.checkIngress(env)
@@ -228,19 +194,13 @@ func (s *System) deliverDurable(pid *actor.PID, m jetstream.Msg) {
 	}
 	if env.Id == "" {
 		// The stream sequence names it for good: a redelivery keeps it.
-		if md, err := m.Metadata(); err == nil {
-			env.Id = s.ids.sign(fmt.Sprintf("%s.seq.%d", s.cfg.SessionID, md.Sequence.Stream))
-		}
+		env.Id = s.ids.sign(fmt.Sprintf("%s.seq.%d", s.cfg.SessionID, seq))
 	}
 	if env.SessionId == "" {
 		env.SessionId = s.cfg.SessionID
 	}
 	if c := callerFromHeaders(m.Headers()); c != nil {
 		env.Caller = c
-	}
-	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
 	}
 	s.root.Send(pid, &delivery{edge: s.edgeOfSubject(m.Subject()), env: env, msg: m, seq: seq})
 }

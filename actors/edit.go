@@ -109,15 +109,13 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		if e == nil || contains(ed.Added, e.To) {
 			continue // a new node subscribed to its own edges
 		}
-		if s.cfg.Consume {
-			if err := s.addConsumerSubject(e.To, broker.Edge(s.cfg.SessionID, id)); err != nil {
-				return nil, err
-			}
-			continue
-		}
 		s.mu.Lock()
 		pid := s.pids[e.To]
 		s.mu.Unlock()
+		if s.cfg.Consume {
+			s.setRoute(broker.Edge(s.cfg.SessionID, id), e.To, pid)
+			continue
+		}
 		if err := s.subscribe(pid, broker.Edge(s.cfg.SessionID, id), id); err != nil {
 			return nil, err
 		}
@@ -142,18 +140,14 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	// delivered or reported there.
 	for _, id := range ed.EdgesGone {
 		if s.cfg.Consume {
-			if e := edgeByID(old, id); e != nil && !contains(ed.Removed, e.To) {
-				if err := s.removeConsumerSubject(e.To, broker.Edge(s.cfg.SessionID, id)); err != nil {
-					s.log.Error("actors: live edit", "edge", id, "err", err)
-				}
-			}
+			s.dropRoute(broker.Edge(s.cfg.SessionID, id))
 			continue
 		}
 		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
 	}
 	for _, id := range ed.Removed {
 		if s.cfg.Consume {
-			s.stopConsumer(id, true)
+			s.dropRoutesTo(id)
 		} else {
 			s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
 		}

@@ -43,15 +43,18 @@ type Config struct {
 	// publish acknowledged by the server (durable), with the envelope id as
 	// the de-duplication id. Nil publishes on core NATS.
 	JetStream jetstream.JetStream
-	// Consume makes the session durable (needs JetStream): each node reads
-	// its subjects through a durable JetStream consumer and acknowledges an
+	// Consume makes the session durable (needs JetStream): the nodes read
+	// their subjects through the session's durable JetStream consumer (one
+	// for every node) and acknowledge an
 	// envelope only after the firing that consumed it is committed and its
 	// output published. Consumed seeds the ids of envelopes consumed before
 	// a restart (from the checkpoint), so redeliveries are recognised.
 	Consume  bool
 	Consumed []string
 	// Floors holds, after a restart, each node's acknowledgement floor as
-	// the journal last recorded it: its consumer starts after it. What
+	// the journal last recorded it: the session's consumer starts after
+	// the lowest, and what lies at or below a node's own floor is not
+	// delivered to it again. What
 	// the server remembers of acknowledgements is not trusted: the
 	// embedded server dies with the process and may not have written the
 	// last ones.
@@ -138,9 +141,13 @@ type System struct {
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
 
-	// Durable sessions: each node's consumer, and the ids of envelopes
-	// consumed (committed) recently.
-	consumers map[string]*nodeConsumer
+	// Durable sessions: the session's consumer (guarded by mu), where the
+	// envelopes of each subject go, and the ids of envelopes consumed
+	// (committed) recently.
+	consumer  jetstream.Consumer
+	cc        jetstream.ConsumeContext
+	routeMu   sync.RWMutex
+	routes    map[string]route // by subject
 	consumed  *dedupWindow
 	consuming bool // StartConsuming was called
 
@@ -187,7 +194,7 @@ func New(cfg Config) (*System, error) {
 	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
 	s.ids = newIDSigner(cfg.IDKey)
-	s.consumers, s.consumed = map[string]*nodeConsumer{}, newDedupWindow(1<<16)
+	s.routes, s.consumed = map[string]route{}, newDedupWindow(1<<16)
 	for _, id := range cfg.Consumed {
 		s.consumed.add(id)
 	}
@@ -207,6 +214,12 @@ func New(cfg Config) (*System, error) {
 	}
 	for _, n := range cfg.Graph.Nodes {
 		if err := s.spawn(cfg.Graph, n); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	if cfg.Consume {
+		if err := s.createConsumer(); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -317,11 +330,11 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	s.actors[n.ID] = a
 	s.mu.Unlock()
 	if s.cfg.Consume {
-		subjects := []string{broker.NodeIn(s.cfg.SessionID, n.ID)}
+		s.setRoute(broker.NodeIn(s.cfg.SessionID, n.ID), n.ID, pid)
 		for _, e := range g.Incoming(n.ID) {
-			subjects = append(subjects, broker.Edge(s.cfg.SessionID, edges.EdgeID(e)))
+			s.setRoute(broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), n.ID, pid)
 		}
-		return s.consume(pid, n.ID, subjects)
+		return nil
 	}
 	if err := s.subscribe(pid, broker.NodeIn(s.cfg.SessionID, n.ID), ""); err != nil {
 		return err
@@ -553,14 +566,8 @@ func (s *System) Stop() {
 	for _, p := range s.pids {
 		pids = append(pids, p)
 	}
-	nodesWithConsumers := make([]string, 0, len(s.consumers))
-	for id := range s.consumers {
-		nodesWithConsumers = append(nodesWithConsumers, id)
-	}
 	s.mu.Unlock()
-	for _, id := range nodesWithConsumers {
-		s.stopConsumer(id, false)
-	}
+	s.stopConsuming()
 	for _, sub := range subs {
 		_ = sub.Unsubscribe()
 	}
