@@ -80,7 +80,9 @@ func ReadCheckpoint(dir string) (*Checkpoint, error) {
 }
 
 // journal is the session's actors.Journal: it keeps the checkpoint state
-// and writes it after every firing.
+// and writes it after every firing (durable: a record in the session's KV
+// bucket before the firing's outputs leave; not durable: checkpoint.json in
+// the background, the latest state one write at a time, and at the end).
 type journal struct {
 	dir   string
 	clk   clock.Clock
@@ -121,6 +123,16 @@ type journal struct {
 	cleanup   bool      // remove the checkpoint when the session succeeds
 	unsaved   int       // firings since the last write
 	lastWrite time.Time // when the checkpoint was last written
+
+	// checkpoint.json of a session that is not durable is written in the
+	// background (see fileWriter), off the firing path.
+	fileDirty  bool          // a commit was not written yet
+	fileNodes  []string      // the nodes of the commits not written
+	fileWake   chan struct{} // wakes the writer (nil until it starts)
+	fileDone   chan struct{} // closed when the writer has returned
+	fileClosed bool          // flush stopped the writer
+	fileMu     sync.Mutex    // one write at a time (lock order: mu, then fileMu)
+	fileSeq    uint64        // the checkpoint last written (guarded by fileMu)
 }
 
 func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
@@ -209,31 +221,129 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
 		return nil
 	}
-	if final && j.status == "success" && j.cleanup && j.dir != "" {
-		j.seq++
-		if err := os.Remove(filepath.Join(j.dir, "checkpoint.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+	j.seq++
+	j.unsaved, j.lastWrite = 0, j.clk.Now()
+	switch {
+	case j.dir == "":
+		return nil
+	case final:
+		// The end is written before the session completes; the firings
+		// the writer had not saved yet are saved by it.
+		nodes := append(j.fileNodes, c.Node)
+		j.fileNodes, j.fileDirty = nil, false
+		if j.status == "success" && j.cleanup {
+			return j.writeFile(nil, j.seq, nodes[:len(nodes)-1])
 		}
+		return j.writeFile(j.snapshot(), j.seq, nodes)
+	}
+	// The firing does not wait for the disk: the writer saves the latest
+	// state, one write at a time, so firings that end while a write is
+	// under way are saved together by the next one.
+	j.fileDirty, j.fileNodes = true, append(j.fileNodes, c.Node)
+	if j.fileClosed {
 		return nil
 	}
-	if err := j.saveLocked(); err != nil {
-		return err
+	if j.fileWake == nil {
+		j.fileWake, j.fileDone = make(chan struct{}, 1), make(chan struct{})
+		go j.fileWriter(j.fileWake)
 	}
-	if j.onSaved != nil && j.dir != "" {
-		j.onSaved(j.seq, c.Node)
+	select {
+	case j.fileWake <- struct{}{}:
+	default: // already woken: it will see this commit
 	}
 	return nil
 }
 
-// flush writes the records a sparse policy holds (a session stopping
-// gracefully loses nothing).
-func (j *journal) flush() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.kv == nil {
+// fileWriter writes checkpoint.json whenever a commit left it behind,
+// until flush closes wake.
+func (j *journal) fileWriter(wake chan struct{}) {
+	defer close(j.fileDone)
+	for range wake {
+		j.mu.Lock()
+		if !j.fileDirty {
+			j.mu.Unlock()
+			continue
+		}
+		cp, seq, nodes := j.snapshot(), j.seq, j.fileNodes
+		j.fileDirty, j.fileNodes = false, nil
+		j.mu.Unlock()
+		if err := j.writeFile(cp, seq, nodes); err != nil {
+			j.mu.Lock()
+			if j.broken == nil {
+				// The next commit fails the session, as a failed write did
+				// when it was made in the commit.
+				j.broken = fmt.Errorf("checkpoint: %w", err)
+			}
+			j.mu.Unlock()
+		}
+	}
+}
+
+// writeFile writes checkpoint seq (nil: removes the checkpoint, a
+// successful session's end) unless a later one was written already, and
+// reports it saved for the nodes whose commits it holds.
+func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
+	j.fileMu.Lock()
+	defer j.fileMu.Unlock()
+	if seq <= j.fileSeq {
 		return nil
 	}
-	return j.flushLocked()
+	j.fileSeq = seq
+	if beforeFileWrite != nil {
+		beforeFileWrite()
+	}
+	path := filepath.Join(j.dir, "checkpoint.json")
+	if cp == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	} else {
+		data, err := json.MarshalIndent(cp, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(path, data); err != nil {
+			return err
+		}
+	}
+	if j.onSaved != nil {
+		for _, n := range nodes {
+			j.onSaved(seq, n)
+		}
+	}
+	return nil
+}
+
+// beforeFileWrite, when set (tests), runs before each write of
+// checkpoint.json, holding the write lock.
+var beforeFileWrite func()
+
+// flush writes what is not written yet: the records a sparse policy holds
+// (durable), the last state of checkpoint.json (not durable). A session
+// stopping gracefully loses nothing.
+func (j *journal) flush() error {
+	j.mu.Lock()
+	if j.kv != nil {
+		defer j.mu.Unlock()
+		return j.flushLocked()
+	}
+	j.fileClosed = true
+	wake, done := j.fileWake, j.fileDone
+	j.fileWake = nil
+	var cp *Checkpoint
+	seq, nodes := j.seq, j.fileNodes
+	if j.fileDirty && j.dir != "" {
+		cp, j.fileDirty, j.fileNodes = j.snapshot(), false, nil
+	}
+	j.mu.Unlock()
+	if wake != nil {
+		close(wake)
+		<-done
+	}
+	if cp == nil {
+		return nil
+	}
+	return j.writeFile(cp, seq, nodes)
 }
 
 // keepContext reports whether the journal keeps the run context (it is
@@ -388,12 +498,7 @@ func (j *journal) saveLocked() error {
 	if j.dir == "" {
 		return nil
 	}
-	cp := j.snapshot()
-	data, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(j.dir, "checkpoint.json"), data)
+	return j.writeFile(j.snapshot(), j.seq, nil)
 }
 
 // writeFileAtomic writes data to a temporary file and renames it over path,
