@@ -1,18 +1,39 @@
 // Package actors runs a graph: one protoactor-go actor per node, fed by NATS
-// subscriptions on the node's edge subjects and inbox.
+// subscriptions on the node's edge subjects and inbox (a durable session: the
+// session's one JetStream consumer).
 //
 // A node actor never blocks in Receive. When an envelope arrives it is
 // queued; when the node may fire, the actor starts its handler on a goroutine
 // owned by the System (with a context that carries the node's timeout), and
 // the outcome comes back to the actor as a message. The actor then applies
-// the outcome: it updates the token's context, chooses the outgoing edges by
-// the node's routing policy (select one edge for pipelines, broadcast for
-// parallel nodes and reactive sessions), commits the firing to the Journal
-// (the checkpoint) and only then publishes the next envelopes and events.
+// the outcome: it updates the token's context and chooses the outgoing edges
+// by the node's routing policy (select one edge for pipelines, broadcast for
+// parallel nodes and reactive sessions). The I/O of the firing runs on that
+// goroutine again, not the actor's: it commits the firing to the Journal
+// (the checkpoint, given the System's context, which Stop cancels) and only
+// then publishes the next envelopes and events; it reports back to the
+// actor, which acknowledges the consumed envelopes and lets the node fire
+// again. A durable session reads all its nodes' subjects through one
+// JetStream consumer and hands each envelope to its node's mailbox.
 //
 // A panicking handler fails its node with the panic as the failure reason;
 // it never takes the process down.
 //
-// Lock order: System.mu is never held while calling into an actor, the
-// Journal or NATS.
+// Locks, in the order they may be taken (a lock is only ever acquired while
+// holding locks above it, never below; as nats-server's locksordering.txt):
+//
+//	System.editMu   read: a firing's I/O, from routing to its last publication
+//	                (taken on the actor, released on the runner goroutine);
+//	                write: a live edit swapping the graph
+//	Journal         the session's journal lock, then its checkpoint file lock
+//	                (session package), held while a commit is written
+//	scheduler       the Scheduler's lock (the journal snapshots its counters);
+//	                it calls back (notices) without holding it
+//	System.mu       pids, actors, subscriptions, the consumer, stopped
+//	System.evMu     Emit against Stop closing the event queue
+//
+// Leaves, taken with nothing else acquired under them: System.routeMu (where a
+// durable envelope goes), the dedup windows, the thread table. System.mu is
+// never held while calling into an actor, the Journal or NATS, and no lock is
+// held while a handler runs.
 package actors

@@ -258,18 +258,19 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.take()
 		a.tryFire(c)
 	case *runDone:
-		a.running = false
 		if a.cancel != nil {
 			a.cancel()
 			a.cancel = nil
 		}
-		a.finish(m)
-		if a.retiring {
-			a.retired(c)
-			return
+		if a.finish(m) {
+			return // running until the firing's I/O reports back
 		}
-		a.take()
-		a.tryFire(c)
+		a.running = false
+		a.afterFiring(c)
+	case *committed:
+		a.running = false
+		a.committedDone(m)
+		a.afterFiring(c)
 	case *reconfigure:
 		a.reconfigured(m)
 		a.take()
@@ -286,6 +287,16 @@ func (a *nodeActor) Receive(c actor.Context) {
 		// The last message: the goroutines end once it returns.
 		a.stopPinned()
 	}
+}
+
+// afterFiring lets the node go on once a firing is over.
+func (a *nodeActor) afterFiring(c actor.Context) {
+	if a.retiring {
+		a.retired(c)
+		return
+	}
+	a.take()
+	a.tryFire(c)
 }
 
 // joinBranch joins parallel branch tokens at their fan-in node; it reports

@@ -24,9 +24,20 @@ type hop struct {
 	env  *pb.Envelope
 }
 
-// finish applies a handler's outcome: context, routing, commit, publish,
-// events. It runs on the actor goroutine.
-func (a *nodeActor) finish(m *runDone) {
+// committed is what the firing's I/O (commit, events, publications) did,
+// sent back to the actor that handed it out.
+type committed struct {
+	consumed  []string
+	published bool // every output is out: the inputs may be acknowledged
+	term      *Terminal
+}
+
+// finish applies a handler's outcome: context, routing, the commit record
+// and the envelopes to publish, on the actor goroutine; then it hands the
+// I/O (the journal commit, the events, the publications) to the node's
+// runner goroutine, which reports back with committed. It returns false
+// when nothing was handed out (the session is stopping).
+func (a *nodeActor) finish(m *runDone) bool {
 	j := m.res
 	o := j.outcome
 	job := a.cur
@@ -34,7 +45,7 @@ func (a *nodeActor) finish(m *runDone) {
 	if a.s.ctx.Err() != nil {
 		// The session is stopping: the firing is not recorded, so a resume
 		// runs it again (with the same attempt ids).
-		return
+		return false
 	}
 	if t := a.ticket; t != nil {
 		a.ticket = nil
@@ -68,8 +79,9 @@ func (a *nodeActor) finish(m *runDone) {
 	}
 	a.s.threads.learn(o.ContextUpdates)
 
-	a.s.editMu.RLock() // no live edit swaps the graph between routing and publishing
-	defer a.s.editMu.RUnlock()
+	// No live edit swaps the graph between routing and publishing: the
+	// runner releases the lock once the envelopes are out.
+	a.s.editMu.RLock()
 
 	// Context: the handler's updates, then the engine's keys (spec 3.2 step 4).
 	updates := make(map[string]string, len(o.ContextUpdates)+4)
@@ -114,29 +126,46 @@ func (a *nodeActor) finish(m *runDone) {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "continue", Value: string(o.Continue)})
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
-	published := true // every output is out: the input may be acknowledged
+	self := a.s.pidOf(a.node.ID)
+	if self == nil || !a.s.runOn(a.runner, func() {
+		defer a.s.editMu.RUnlock()
+		done := a.commitAndPublish(commit.Node, commit, ev, o, j.attempts, hops)
+		a.s.root.Send(self, done)
+	}) {
+		a.s.editMu.RUnlock()
+		return false
+	}
+	return true
+}
+
+// commitAndPublish is a firing's I/O, on the node's runner goroutine:
+// commit the record, emit the node's events, publish its outputs.
+func (a *nodeActor) commitAndPublish(node string, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) *committed {
+	done := &committed{consumed: commit.Consumed, term: commit.Terminal}
 	crash.Point("before-commit")
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
-		a.s.log.Error("actors: journal commit", "node", a.node.ID, "err", err)
+		a.s.log.Error("actors: journal commit", "node", node, "err", err)
+		done.term = nil
 		if a.s.ctx.Err() != nil {
-			return // stopping: the firing will be replayed on resume
+			return done // stopping: the firing will be replayed on resume
 		}
 		// Nothing of the firing is recorded, published or acknowledged: the
 		// journal holds the state before it, and a resume runs it again.
-		a.s.fatal("node " + a.node.ID + ": checkpoint failed: " + err.Error())
-		return
+		a.s.fatal("node " + node + ": checkpoint failed: " + err.Error())
+		return done
 	}
+	published := true
 	crash.Point("after-commit")
 	// The node's events go before its outputs, so whatever the outputs
 	// cause downstream is reported after them (and a session's last node
 	// cannot complete the session before an earlier node's events).
 	a.s.Emit(ev)
 	if o.Status == nodes.StatusFail {
-		a.s.Emit(&pb.Event{Kind: "node.failed", Node: a.node.ID, Status: string(o.Status),
-			Attempts: uint32(j.attempts), Message: o.FailureReason})
+		a.s.Emit(&pb.Event{Kind: "node.failed", Node: node, Status: string(o.Status),
+			Attempts: uint32(attempts), Message: o.FailureReason})
 	}
 	for _, h := range hops {
-		e := &pb.Event{Kind: "edge.selected", Node: a.node.ID, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
+		e := &pb.Event{Kind: "edge.selected", Node: node, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
 		if h.edge != nil {
 			e.EdgeId = edges.EdgeID(h.edge)
 			e.Message = h.edge.Label()
@@ -161,7 +190,7 @@ func (a *nodeActor) finish(m *runDone) {
 				published = false
 				if a.s.ctx.Err() == nil {
 					a.s.log.Error("actors: publish", "subject", subj, "err", err)
-					a.s.fatal("node " + a.node.ID + ": publishing on " + subj + " failed: " + err.Error())
+					a.s.fatal("node " + node + ": publishing on " + subj + " failed: " + err.Error())
 				}
 				break
 			}
@@ -171,12 +200,20 @@ func (a *nodeActor) finish(m *runDone) {
 		}
 	}
 	crash.Point("after-publish")
-	if published {
-		a.acknowledge(consumed)
+	done.published = published
+	return done
+}
+
+// committedDone takes a firing's I/O report back on the actor goroutine:
+// the consumed envelopes are acknowledged once its outputs are out, and a
+// token's path that ended is reported.
+func (a *nodeActor) committedDone(m *committed) {
+	if m.published {
+		a.acknowledge(m.consumed)
 		crash.Point("after-ack")
 	}
-	if term != nil && a.s.cfg.OnTerminal != nil {
-		a.s.cfg.OnTerminal(a.node.ID, term)
+	if m.term != nil && a.s.cfg.OnTerminal != nil {
+		a.s.cfg.OnTerminal(a.node.ID, m.term)
 	}
 }
 

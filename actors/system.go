@@ -599,3 +599,10 @@ func (s *System) stoppedNow() bool {
 	defer s.mu.Unlock()
 	return s.stopped
 }
+
+// pidOf is a node's actor (nil when it has none).
+func (s *System) pidOf(node string) *actor.PID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pids[node]
+}

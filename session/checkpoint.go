@@ -189,7 +189,7 @@ func (j *journal) add(envs ...*pb.Envelope) error {
 	defer j.mu.Unlock()
 	j.addLocked(envs)
 	if j.kv != nil {
-		return j.appendRecordLocked(nil, envs, false)
+		return j.appendRecordLocked(context.Background(), nil, envs, false)
 	}
 	return j.saveLocked()
 }
@@ -203,8 +203,10 @@ func (j *journal) addLocked(envs []*pb.Envelope) {
 	}
 }
 
-// Commit implements actors.Journal.
-func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
+// Commit implements actors.Journal. A durable commit waits for the store
+// within ctx: when ctx ends first (the session stopping) the firing is not
+// recorded, and a later flush or resume deals with it.
+func (j *journal) Commit(ctx context.Context, c *actors.Commit) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.broken != nil {
@@ -216,7 +218,7 @@ func (j *journal) Commit(_ context.Context, c *actors.Commit) error {
 	}
 	final := j.status != "running"
 	if j.kv != nil {
-		return j.appendRecordLocked(c, nil, !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final))
+		return j.appendRecordLocked(ctx, c, nil, !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final))
 	}
 	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
 		return nil
@@ -325,7 +327,7 @@ func (j *journal) flush() error {
 	j.mu.Lock()
 	if j.kv != nil {
 		defer j.mu.Unlock()
-		return j.flushLocked()
+		return j.flushLocked(context.Background())
 	}
 	j.fileClosed = true
 	wake, done := j.fileWake, j.fileDone

@@ -66,7 +66,7 @@ type pendingRecord struct {
 // when one is due. Without a crash the journal is complete (history,
 // forks); a crash loses the records held, whose firings run again when the
 // work still needs them.
-func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hold bool) error {
+func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, added []*pb.Envelope, hold bool) error {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
 	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.at), Added: added}
@@ -92,7 +92,7 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hol
 	if hold {
 		return nil
 	}
-	return j.flushLocked()
+	return j.flushLocked(ctx)
 }
 
 // flushLocked writes the records held — published at once, in order, on
@@ -100,12 +100,18 @@ func (j *journal) appendRecordLocked(c *actors.Commit, added []*pb.Envelope, hol
 // round trip, like a KV put) — then a snapshot when one is due. A record
 // the store refuses breaks the journal: nothing is written after it, so
 // what is stored stays a consistent prefix.
-func (j *journal) flushLocked() error {
+func (j *journal) flushLocked(ctx context.Context) error {
 	batch := j.batch
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := j.writeRecords(batch); err != nil {
+	if err := j.writeRecords(ctx, batch); err != nil {
+		if ctx.Err() != nil {
+			// Cut short by the caller (the session stopping), not refused:
+			// the records stay held for a flush (rewriting one that was
+			// stored is harmless, its key is its sequence).
+			return err
+		}
 		j.broken = fmt.Errorf("checkpoint store: %w", err)
 		return j.broken
 	}
@@ -115,7 +121,7 @@ func (j *journal) flushLocked() error {
 	last := batch[len(batch)-1]
 	if last.seq/snapshotEvery != (batch[0].seq-1)/snapshotEvery || j.status != "running" {
 		crash.Point("before-snapshot")
-		ctx, cancel := clock.WithTimeout(context.Background(), j.clk, broker.RideThrough+time.Minute)
+		ctx, cancel := clock.WithTimeout(ctx, j.clk, broker.RideThrough+time.Minute)
 		defer cancel()
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
@@ -174,7 +180,7 @@ func firstRecord(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 // Each write is fenced: it expects the bucket's last sequence to be the
 // one this owner wrote last, so a process that lost its lease writes
 // nothing (ErrLeaseLost).
-func (j *journal) writeRecords(batch []pendingRecord) error {
+func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error {
 	subject := "$KV." + j.kv.Bucket() + "."
 	acks := make([]jetstream.PubAckFuture, 0, len(batch))
 	for i, r := range batch {
@@ -204,9 +210,11 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 				}
 			case <-wait.C():
 				acks = acks[:i] // the rest is written the patient way
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		}
-		if err := j.putRecord(r.seq, r.data); err != nil {
+		if err := j.putRecord(ctx, r.seq, r.data); err != nil {
 			return err
 		}
 	}
@@ -214,8 +222,8 @@ func (j *journal) writeRecords(batch []pendingRecord) error {
 }
 
 // putRecord writes one record, riding through a server restart.
-func (j *journal) putRecord(seq uint64, data []byte) error {
-	ctx, cancel := clock.WithTimeout(context.Background(), j.clk, broker.RideThrough+time.Minute)
+func (j *journal) putRecord(ctx context.Context, seq uint64, data []byte) error {
+	ctx, cancel := clock.WithTimeout(ctx, j.clk, broker.RideThrough+time.Minute)
 	defer cancel()
 	return j.putLocked(ctx, recordKey(seq), data)
 }

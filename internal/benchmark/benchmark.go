@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/metrics"
 	"slices"
 	"time"
 
@@ -166,22 +167,16 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 		}
 	}
 	if want("chain") {
-		for _, r := range chainRows(ctx, env, cfg) {
-			add(r)
-		}
+		chainRows(ctx, env, cfg, add)
 	}
 	if want("ingest") {
-		for _, r := range ingestRows(ctx, env, cfg) {
-			add(r)
-		}
+		ingestRows(ctx, env, cfg, add)
 	}
 	if want("fanout") && cfg.FanOut > 0 {
 		add(fanoutRow(ctx, env, cfg))
 	}
 	if want("idle") {
-		for _, r := range idleRows(ctx, env, cfg) {
-			add(r)
-		}
+		idleRows(ctx, env, cfg, add)
 	}
 	if want("cli") && cfg.CLIRuns > 0 {
 		for _, r := range cliRows(ctx, cfg) {
@@ -214,6 +209,43 @@ func reps(n, min int) int {
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// withTimeout bounds one measurement in time and in memory: the machine
+// may be shared, so a measurement whose heap passes a third of the memory
+// that was available when it started is stopped (its row says so).
 func withTimeout(ctx context.Context, cfg Config) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, cfg.Timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, cfg.Timeout, fmt.Errorf("took longer than %v (--timeout)", cfg.Timeout))
+	limit := availableMemory() / 3
+	if limit <= 0 {
+		return ctx, cancel
+	}
+	c, stop := context.WithCancelCause(ctx)
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.Done():
+				return
+			case <-t.C:
+				metrics.Read(sample)
+				if h := int64(sample[0].Value.Uint64()); h > limit {
+					stop(fmt.Errorf("stopped: the heap passed %d MB, a third of the memory available", limit/1e6))
+					return
+				}
+			}
+		}
+	}()
+	return c, func() { stop(nil); cancel() }
+}
+
+// why is the cause of ctx's end, else err.
+func why(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if c := context.Cause(ctx); c != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", c, err)
+	}
+	return err
 }

@@ -22,13 +22,13 @@ const (
 	unitBranch = "µs/branch"
 )
 
-func chainRows(ctx context.Context, env *Env, cfg Config) []Row {
-	var rows []Row
+func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	perNode := map[bool]map[int]float64{false: {}, true: {}}
 	for _, n := range cfg.Chains {
 		passes := reps(n, cfg.MinNodes)
 		c, cancel := withTimeout(ctx, cfg)
 		raw, rawErr := RawNATSChain(c, env, n, max(passes, 10))
+		rawErr = why(c, rawErr)
 		cancel()
 		act, actErr := func() (time.Duration, error) {
 			c, cancel := withTimeout(ctx, cfg)
@@ -39,6 +39,7 @@ func chainRows(ctx context.Context, env *Env, cfg Config) []Row {
 		for _, durable := range []bool{false, true} {
 			c, cancel := withTimeout(ctx, cfg)
 			d, err := Chain(c, env, n, passes, durable)
+			err = why(c, err)
 			cancel()
 			name := fmt.Sprintf("pipeline N=%d, no checkpoints", n)
 			if durable {
@@ -63,7 +64,7 @@ func chainRows(ctx context.Context, env *Env, cfg Config) []Row {
 			} else {
 				r.ratioTarget("≤ 3× raw NATS", func(x float64) bool { return x <= 3 })
 			}
-			rows = append(rows, r)
+			add(r)
 		}
 	}
 	// Linearity: the per-node cost of the longest chain against N=100.
@@ -92,23 +93,24 @@ func chainRows(ctx context.Context, env *Env, cfg Config) []Row {
 			r.Value = m[hi] / m[lo]
 		}
 		r.valueTarget("≤ 1.5×", func(v float64) bool { return v <= 1.5 })
-		rows = append(rows, r)
+		add(r)
 	}
-	return rows
 }
 
-func ingestRows(ctx context.Context, env *Env, cfg Config) []Row {
+func ingestRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	c, cancel := withTimeout(ctx, cfg)
 	raw, rawErr := RawNATSIngest(c, env, cfg.Events)
+	rawErr = why(c, rawErr)
 	cancel()
 	c, cancel = withTimeout(ctx, cfg)
 	js, jsErr := JetStreamIngest(c, env, cfg.Events)
+	jsErr = why(c, jsErr)
 	cancel()
-	var rows []Row
 	for _, durable := range []bool{false, true} {
 		for _, d := range []Delivery{Queue, Latest, Join3} {
 			c, cancel := withTimeout(ctx, cfg)
 			v, err := Ingest(c, env, d, cfg.Events, durable)
+			err = why(c, err)
 			cancel()
 			what := "not durable"
 			if durable {
@@ -132,10 +134,9 @@ func ingestRows(ctx context.Context, env *Env, cfg Config) []Row {
 				r.base("raw NATS subscriber", raw)
 				r.ratioTarget("≥ 30% of raw NATS", func(x float64) bool { return x >= 0.3 })
 			}
-			rows = append(rows, r)
+			add(r)
 		}
 	}
-	return rows
 }
 
 func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
@@ -144,6 +145,7 @@ func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
 	defer cancel()
 	raw, rawErr := RawNATSFanOut(c, env, cfg.FanOut, max(passes, 10))
 	d, err := FanOut(c, env, cfg.FanOut, passes, false)
+	err = why(c, err)
 	r := Row{Group: "fanout", Case: fmt.Sprintf("fan-out 1→%d→fan-in, no checkpoints", cfg.FanOut), Unit: unitBranch, Value: us(d)}
 	if err != nil {
 		r.Error, r.Value = err.Error(), 0
@@ -155,8 +157,7 @@ func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
 	return r
 }
 
-func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
-	var rows []Row
+func idleRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	largest := 0
 	var largestStart time.Duration
 	var largestActor time.Duration
@@ -176,6 +177,7 @@ func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
 		} else {
 			c, cancel := withTimeout(ctx, cfg)
 			f, err = IdleSession(c, env, n, false)
+			err = why(c, err)
 			cancel()
 			if err == nil {
 				measured, measuredAt = f, n
@@ -190,7 +192,8 @@ func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
 		gor.base("protoactor idle actor", base.GoroutinesPerNode)
 		heap.valueTarget("≤ 2048 B", func(v float64) bool { return v <= 2048 })
 		gor.valueTarget("none of its own (< 0.01)", func(v float64) bool { return v < 0.01 })
-		rows = append(rows, heap, gor)
+		add(heap)
+		add(gor)
 		if n >= largest {
 			largest, largestStart, largestActor, startErr = n, f.Start, base.Start, err
 		}
@@ -204,9 +207,8 @@ func idleRows(ctx context.Context, env *Env, cfg Config) []Row {
 		if largest >= 100000 {
 			r.valueTarget("< 2000 ms", func(v float64) bool { return v < 2000 })
 		}
-		rows = append(rows, r)
+		add(r)
 	}
-	return rows
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
