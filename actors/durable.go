@@ -163,9 +163,8 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	s.routeMu.RUnlock()
 	if !ok {
 		// No node reads it (an edge or node a live edit removed, or a
-		// subject of no node at all): refused, visibly.
-		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: "no node reads " + m.Subject(),
-			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject()}}})
+		// subject of no node at all): the stray watcher refuses it
+		// visibly (subscribeStray); the consumer lets it go.
 		_ = m.Term()
 		return
 	}
