@@ -112,13 +112,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		s.mu.Lock()
 		pid := s.pids[e.To]
 		s.mu.Unlock()
-		if s.cfg.Consume {
-			s.setRoute(broker.Edge(s.cfg.SessionID, id), e.To, pid)
-			continue
-		}
-		if err := s.subscribe(pid, broker.Edge(s.cfg.SessionID, id), id); err != nil {
-			return nil, err
-		}
+		s.setRoute(broker.Edge(s.cfg.SessionID, id), e.To, pid)
 	}
 	if err := s.cfg.Conn.Flush(); err != nil {
 		return nil, err
@@ -138,19 +132,14 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	// From here no node routes on a removed edge; what was already sent on
 	// one reaches its actor before the actor learns of the edit, and is
 	// delivered or reported there.
+	if !s.cfg.Consume && len(ed.EdgesGone)+len(ed.Removed) > 0 {
+		s.settleDispatch()
+	}
 	for _, id := range ed.EdgesGone {
-		if s.cfg.Consume {
-			s.dropRoute(broker.Edge(s.cfg.SessionID, id))
-			continue
-		}
-		s.drainSubject(broker.Edge(s.cfg.SessionID, id))
+		s.dropRoute(broker.Edge(s.cfg.SessionID, id))
 	}
 	for _, id := range ed.Removed {
-		if s.cfg.Consume {
-			s.dropRoutesTo(id)
-		} else {
-			s.drainSubject(broker.NodeIn(s.cfg.SessionID, id))
-		}
+		s.dropRoutesTo(id)
 		s.wake(id, &retire{})
 	}
 	ed.Version = s.version.Add(1)

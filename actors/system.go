@@ -126,12 +126,9 @@ type System struct {
 	wg      sync.WaitGroup
 	pinWG   sync.WaitGroup // the actors' pinned goroutines
 
-	seq   atomic.Uint64 // event sequence
-	topo  atomic.Pointer[topology]
-	sched *scheduler.Scheduler
-	// subsBy holds the subscriptions of node inboxes and edges, by subject
-	// (guarded by mu); live edits add and remove them.
-	subsBy  map[string]*nats.Subscription
+	seq     atomic.Uint64 // event sequence
+	topo    atomic.Pointer[topology]
+	sched   *scheduler.Scheduler
 	version atomic.Uint64 // the graph's version: 1, then +1 per live edit
 	// editMu is held (read) by a node from choosing its edges to publishing
 	// on them, and (write) by a live edit while it swaps the graph, so no
@@ -144,12 +141,17 @@ type System struct {
 	// Durable sessions: the session's consumer (guarded by mu), where the
 	// envelopes of each subject go, and the ids of envelopes consumed
 	// (committed) recently.
-	consumer  jetstream.Consumer
-	cc        jetstream.ConsumeContext
-	routeMu   sync.RWMutex
-	routes    map[string]route // by subject
-	consumed  *dedupWindow
-	consuming bool // StartConsuming was called
+	consumer jetstream.Consumer
+	cc       jetstream.ConsumeContext
+	routeMu  sync.RWMutex
+	routes   map[string]route // by subject (both kinds of session)
+	// Sessions that are not durable: the subscriptions that dispatch to
+	// the nodes (guarded by mu); dispatchMu is held while one message is
+	// handed over.
+	nodeSubs   []*nats.Subscription
+	dispatchMu sync.Mutex
+	consumed   *dedupWindow
+	consuming  bool // StartConsuming was called
 
 	evq      chan *pb.Event // events waiting to be published, in order
 	evDone   chan struct{}  // closed when publishEvents has drained evq
@@ -191,7 +193,6 @@ func New(cfg Config) (*System, error) {
 	s.threads.seed(cfg.Threads)
 	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
 	s.version.Store(1)
-	s.subsBy = map[string]*nats.Subscription{}
 	s.dedup = newDedupWindow(1 << 16)
 	s.ids = newIDSigner(cfg.IDKey)
 	s.routes, s.consumed = map[string]route{}, newDedupWindow(1<<16)
@@ -219,10 +220,13 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if cfg.Consume {
-		if err := s.createConsumer(); err != nil {
-			s.Stop()
-			return nil, err
-		}
+		err = s.createConsumer()
+	} else {
+		err = s.subscribeNodes()
+	}
+	if err != nil {
+		s.Stop()
+		return nil, err
 	}
 	if err := s.subscribeControl(); err != nil {
 		s.Stop()
@@ -329,57 +333,68 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
-	if s.cfg.Consume {
-		s.setRoute(broker.NodeIn(s.cfg.SessionID, n.ID), n.ID, pid)
-		for _, e := range g.Incoming(n.ID) {
-			s.setRoute(broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), n.ID, pid)
-		}
-		return nil
-	}
-	if err := s.subscribe(pid, broker.NodeIn(s.cfg.SessionID, n.ID), ""); err != nil {
-		return err
-	}
+	s.setRoute(broker.NodeIn(s.cfg.SessionID, n.ID), n.ID, pid)
 	for _, e := range g.Incoming(n.ID) {
-		if err := s.subscribe(pid, broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), edges.EdgeID(e)); err != nil {
-			return err
+		s.setRoute(broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), n.ID, pid)
+	}
+	return nil
+}
+
+// subscribeNodes bridges the inboxes and edges of every node into their
+// actors' mailboxes (a session that is not durable): one subscription per
+// kind of subject for the whole session, dispatching by subject, instead
+// of one per node and edge.
+func (s *System) subscribeNodes() error {
+	for _, pattern := range []string{broker.NodeIn(s.cfg.SessionID, "*"), broker.Edge(s.cfg.SessionID, ">")} {
+		sub, err := s.cfg.Conn.Subscribe(pattern, s.dispatch)
+		if err != nil {
+			return fmt.Errorf("actors: subscribe %s: %w", pattern, err)
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		s.mu.Lock()
+		s.subs = append(s.subs, sub)
+		s.nodeSubs = append(s.nodeSubs, sub)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// dispatch hands a core NATS message to the actor of the node that reads
+// its subject; one that no node reads is the stray watcher's to refuse.
+func (s *System) dispatch(m *nats.Msg) {
+	s.dispatchMu.Lock()
+	defer s.dispatchMu.Unlock()
+	s.routeMu.RLock()
+	r, ok := s.routes[m.Subject]
+	s.routeMu.RUnlock()
+	if ok {
+		s.deliver(r.pid, s.edgeOfSubject(m.Subject), m)
+	}
+}
+
+// settleDispatch returns once every message the server sent before it was
+// called has been handed to its actor (a live edit, before it stops
+// routing a subject: what was published on it before the edit still
+// arrives).
+func (s *System) settleDispatch() {
+	if err := s.cfg.Conn.Flush(); err != nil {
+		return
+	}
+	s.mu.Lock()
+	subs := s.nodeSubs
+	s.mu.Unlock()
+	for _, sub := range subs {
+		for {
+			n, _, err := sub.Pending()
+			if err != nil || n == 0 || s.ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Microsecond) // the queue empties at dispatch speed
 		}
 	}
-	return nil
-}
-
-// subscribe bridges a subject into an actor's mailbox.
-func (s *System) subscribe(pid *actor.PID, subj, edgeID string) error {
-	sub, err := s.cfg.Conn.Subscribe(subj, func(m *nats.Msg) { s.deliver(pid, edgeID, m) })
-	if err != nil {
-		return fmt.Errorf("actors: subscribe %s: %w", subj, err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	s.mu.Lock()
-	s.subsBy[subj] = sub
-	s.mu.Unlock()
-	return nil
-}
-
-// drainSubject ends a subject's bridge after every message already
-// received on it has been handed to the actor's mailbox.
-func (s *System) drainSubject(subj string) {
-	s.mu.Lock()
-	sub := s.subsBy[subj]
-	delete(s.subsBy, subj)
-	s.mu.Unlock()
-	if sub == nil {
-		return
-	}
-	closed := sub.StatusChanged(nats.SubscriptionClosed)
-	if err := sub.Drain(); err != nil {
-		_ = sub.Unsubscribe()
-		return
-	}
-	_ = s.cfg.Conn.Flush()
-	select {
-	case <-closed:
-	case <-s.ctx.Done():
-	}
+	s.dispatchMu.Lock()
+	//lint:ignore SA2001 waiting for the message being dispatched
+	s.dispatchMu.Unlock()
 }
 
 // topology is the graph a session runs and what is derived from it; a
@@ -558,10 +573,6 @@ func (s *System) Stop() {
 	}
 	s.stopped = true
 	subs := s.subs
-	for _, sub := range s.subsBy {
-		subs = append(subs, sub)
-	}
-	s.subsBy = map[string]*nats.Subscription{}
 	pids := make([]*actor.PID, 0, len(s.pids))
 	for _, p := range s.pids {
 		pids = append(pids, p)
