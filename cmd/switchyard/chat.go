@@ -69,7 +69,8 @@ func chat(ctx context.Context, nc *nats.Conn, sess, node string, wait time.Durat
 	defer close(quit)
 	handler := func(m *nats.Msg) {
 		ev := &pb.Event{}
-		if proto.Unmarshal(m.Data, ev) != nil || ev.GetNode() != node {
+		if proto.Unmarshal(m.Data, ev) != nil || ev.GetNode() != node ||
+			(ev.GetKind() != "agent.reply" && ev.GetKind() != "node.completed") {
 			return
 		}
 		ce := chatEvent{kind: ev.GetKind(), text: ev.GetMessage(), status: ev.GetStatus()}
@@ -86,13 +87,14 @@ func chat(ctx context.Context, nc *nats.Conn, sess, node string, wait time.Durat
 		case <-quit:
 		}
 	}
-	for _, kind := range []string{"agent.reply", "node.completed"} {
-		sub, err := nc.Subscribe(broker.Event(sess, kind), handler)
-		if err != nil {
-			return &exitError{code: 1, err: err}
-		}
-		defer func() { _ = sub.Unsubscribe() }()
+	// One subscription, so the reply and the completion arrive in the
+	// order the session emitted them (two subscriptions are two
+	// goroutines: the completion could overtake the reply).
+	sub, err := nc.Subscribe(broker.AllEvents(sess), handler)
+	if err != nil {
+		return &exitError{code: 1, err: err}
 	}
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := nc.Flush(); err != nil {
 		return &exitError{code: 1, err: err}
 	}
