@@ -296,6 +296,7 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 		return false
 	}
 	top := bs[len(bs)-1]
+	a.s.branchArrived(top)
 	arrived := append(a.joins[top.GetForkId()], env)
 	if uint32(len(arrived)) < top.GetWidth() {
 		a.joins[top.GetForkId()] = arrived
@@ -415,6 +416,13 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		return
 	}
 	batch := a.queue[0]
+	if why := a.s.branches.acquire(a.s.graph(), a.node.ID, batch[0].GetBranches()); why != "" {
+		if why != a.waiting {
+			a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, Message: why})
+		}
+		a.waiting = why // an "admit" notice will try again
+		return
+	}
 	t, w, evs := a.s.sched.Admit(a.node.ID)
 	a.s.emitScheduler(evs)
 	if w != nil {

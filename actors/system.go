@@ -108,12 +108,14 @@ type Config struct {
 type System struct {
 	cfg     Config
 	threads threadTable
-	as      *actor.ActorSystem
-	root    *actor.RootContext
-	log     *slog.Logger
-	clk     clock.Clock
-	ctx     context.Context // cancelled by Stop: handlers see it
-	cancel  context.CancelFunc
+	// branches enforces max_parallel across the forks of parallel nodes.
+	branches branchSlots
+	as       *actor.ActorSystem
+	root     *actor.RootContext
+	log      *slog.Logger
+	clk      clock.Clock
+	ctx      context.Context // cancelled by Stop: handlers see it
+	cancel   context.CancelFunc
 
 	mu      sync.Mutex
 	pids    map[string]*actor.PID
