@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -68,6 +69,15 @@ func (g *idSigner) sign(base string) string {
 	buf = append(buf, '~')
 	buf = hex.AppendEncode(buf, sum[:idTagLen/2])
 	return string(buf)
+}
+
+// verify reports whether id is one the runtime signed with this key.
+func (g *idSigner) verify(id string) bool {
+	i := strings.LastIndexByte(id, '~')
+	if i < 0 || len(id)-i-1 != idTagLen {
+		return false
+	}
+	return hmac.Equal([]byte(g.sign(id[:i])), []byte(id))
 }
 
 // envelopeID is the id of the envelope a node's firing sends to target.

@@ -31,8 +31,61 @@ var errIngress = errors.New("envelope refused")
 
 // checkIngress checks an envelope that arrived on one of the session's
 // subjects: its artifacts must stay in this session (see checkArtifact).
+// An envelope that is not the runtime's own (its id is not signed with the
+// session's key, nor replayed by it) is outside input: the engine's state
+// it carries — run context keys internal.* (agent threads, retry counts,
+// outcomes for goal gates) and parallel-branch tokens — is dropped, so an
+// outside client can neither resume another agent conversation nor
+// complete a join.
 func (s *System) checkIngress(env *pb.Envelope) error {
-	return checkEnvelope(s.cfg.SessionID, env)
+	if err := checkEnvelope(s.cfg.SessionID, env); err != nil {
+		return err
+	}
+	if !s.ownEnvelope(env.GetId()) {
+		stripEngineState(env)
+	}
+	return nil
+}
+
+// ownEnvelope reports whether id is one of the runtime's envelopes.
+func (s *System) ownEnvelope(id string) bool {
+	if id == "" {
+		return false
+	}
+	if s.ids.verify(id) {
+		return true
+	}
+	s.replayMu.Lock()
+	defer s.replayMu.Unlock()
+	if _, ok := s.replayed[id]; ok {
+		delete(s.replayed, id)
+		return true
+	}
+	return false
+}
+
+// internalPrefix starts the run context keys that are the engine's state.
+const internalPrefix = "internal."
+
+// stripEngineState drops what only the runtime may set from an outside
+// envelope.
+func stripEngineState(env *pb.Envelope) {
+	env.Branches = nil
+	env.Context = withoutInternal(env.Context)
+	env.ContextUpdates = withoutInternal(env.ContextUpdates)
+}
+
+func withoutInternal(kvs []*pb.KV) []*pb.KV {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if !strings.HasPrefix(kv.GetKey(), internalPrefix) {
+			out = append(out, kv)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // checkEnvelope is checkIngress for session.

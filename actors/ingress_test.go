@@ -123,3 +123,17 @@ func FuzzIngress(f *testing.F) {
 		}
 	})
 }
+
+// TestSignedIDs: the runtime's ids verify with the session's key only.
+func TestSignedIDs(t *testing.T) {
+	g, other := newIDSigner(NewIDKey()), newIDSigner(NewIDKey())
+	id := g.sign("s.a.1.a.b")
+	require.Regexp(t, `^s\.a\.1\.a\.b~[0-9a-f]{16}$`, id)
+	require.Equal(t, id, g.sign("s.a.1.a.b"), "deterministic")
+	require.True(t, g.verify(id))
+	require.False(t, other.verify(id), "another session's key")
+	for _, forged := range []string{"s.a.1.a.b", "s.a.1.a.b~0000000000000000", id[:len(id)-1], id + "0",
+		"s.a.2.a.b" + id[len("s.a.1.a.b"):], "", "~", strings.ToUpper(id)} {
+		require.False(t, g.verify(forged), forged)
+	}
+}

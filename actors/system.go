@@ -139,6 +139,11 @@ type System struct {
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
+	// replayed holds the ids of envelopes the session replays (Replay):
+	// its own, though signed with another key (a fork, a checkpoint.json
+	// resume); removed when they arrive.
+	replayMu sync.Mutex
+	replayed map[string]struct{}
 
 	// Durable sessions: each node's consumer, and the ids of envelopes
 	// consumed (committed) recently.
@@ -426,6 +431,21 @@ func (s *System) reject(m *nats.Msg, err error) {
 	s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
 		Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
 	_ = s.cfg.Conn.Publish(broker.DeadLetter(s.cfg.SessionID), m.Data)
+}
+
+// Replay publishes again an envelope of the session's own that its
+// checkpoint held pending (a resume, a fork): it arrives as the runtime's,
+// with its run context and branches, whatever key signed its id.
+func (s *System) Replay(ctx context.Context, subj string, env *pb.Envelope) error {
+	if id := env.GetId(); id != "" && !s.ids.verify(id) {
+		s.replayMu.Lock()
+		if s.replayed == nil {
+			s.replayed = map[string]struct{}{}
+		}
+		s.replayed[id] = struct{}{}
+		s.replayMu.Unlock()
+	}
+	return s.Send(ctx, subj, env)
 }
 
 // Send publishes env on subj the way node actors do (JetStream when
