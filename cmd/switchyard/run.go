@@ -207,9 +207,13 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 
 	var iv nodes.Interviewer = nodes.NewQueue(answers)
-	if isTerminal(stdin) && !obs.answersOnPage() {
+	switch {
+	case obs.answersOnPage():
+		// Gates without a pre-set answer wait for the web page's
+		// (ControlAnswers below).
+	case isTerminal(stdin):
 		iv = session.Fallback(iv, nodes.Console(stdin, stderr))
-	} else {
+	default:
 		iv = session.Fallback(iv, noTerminal{})
 	}
 	id := f.id

@@ -94,8 +94,16 @@ func TestWebViewAnswersAGateInABrowser(t *testing.T) {
 
 	var explain, fileText, events string
 	var svgNodes int
-	step(t, ctx, "the page opens with the token and shows the first gate waiting",
-		chromedp.Navigate(page+"/?token=adm"),
+	step(t, ctx, "the page opens", chromedp.Navigate(page+"/?token=adm"), chromedp.WaitVisible(`tr[data-node="review"]`))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err := chromedp.Run(wctx, chromedp.WaitVisible(`tr[data-node="review"][data-state="waiting"]`))
+	cancel()
+	if err != nil {
+		var table string
+		step(t, ctx, "read the table", chromedp.Text(`#nodes`, &table))
+		t.Fatalf("the gate is not waiting on the page: %v\n%s\nrun said:\n%s", err, table, stderr.String())
+	}
+	step(t, ctx, "the page shows the first gate waiting",
 		chromedp.WaitVisible(`tr[data-node="review"][data-state="waiting"]`),
 		chromedp.WaitVisible(`tr[data-node="draft"][data-state="succeeded"]`),
 		chromedp.WaitVisible(`tr[data-node="confirm"][data-state="idle"]`),
