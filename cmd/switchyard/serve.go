@@ -58,9 +58,10 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve FILE.dot...",
 		Short: "Serve reactive sessions until stopped",
 		Long: `Serve starts one reactive session per file (every node broadcasts to the edges whose
-condition holds; no start or exit node is needed; cycles are bounded by the scheduler)
-and keeps them running until SIGINT or SIGTERM, or until each is stopped with
-'switchyard stop'. With --listen the embedded NATS server accepts outside clients, who
+condition holds, a human gate to its answer's edge only; no start or exit node is needed;
+no firing cap applies unless the graph sets one, and a node that repeats the same answer to
+the same input is stopped as stalled) and keeps them running until SIGINT or SIGTERM, or
+until each is stopped with 'switchyard stop'. It prints a live log (--json: every event). With --listen the embedded NATS server accepts outside clients, who
 must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).
 
 Durable sessions of the same files that a process left running are resumed too, each in
