@@ -118,3 +118,45 @@ func (s *System) branchArrived(br *pb.Branch) {
 		s.wake(n, &notice{kind: "admit"})
 	}
 }
+
+// steerBox holds steering messages (envelopes of kind steer, as a
+// stack.manager_loop sends its child) until the session's next firing of a
+// node that does work: a pipeline has one token, so that is the node the
+// run reaches next (or the one it is at, when it fires again).
+type steerBox struct {
+	mu   sync.Mutex
+	msgs []*pb.Envelope
+}
+
+func (b *steerBox) add(env *pb.Envelope) {
+	b.mu.Lock()
+	b.msgs = append(b.msgs, env)
+	b.mu.Unlock()
+}
+
+func (b *steerBox) take() []*pb.Envelope {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.msgs
+	b.msgs = nil
+	return out
+}
+
+// holdSteer takes a steering envelope off the node's input: it does not
+// fire the node; it is consumed now (on record) and handed to the next
+// firing of a node that does work.
+func (a *nodeActor) holdSteer(m *delivery) {
+	a.s.steers.add(m.env)
+	a.s.Emit(&pb.Event{Kind: "steer.received", Node: a.node.ID, Message: m.env.GetPayload().GetMessage(),
+		Attrs: []*pb.KV{{Key: "envelope", Value: m.env.GetId()}}})
+	if m.msg == nil {
+		return
+	}
+	ids := []string{m.env.GetId()}
+	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: "steer: held for the next firing",
+		Seqs: a.seqsOf(ids), Floor: a.floor()}); err != nil {
+		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
+		return
+	}
+	a.acknowledge(ids)
+}

@@ -202,6 +202,10 @@ func (a *nodeActor) Receive(c actor.Context) {
 			}
 			crash.Point("deliver")
 		}
+		if m.env.GetKind() == KindSteer {
+			a.holdSteer(m)
+			return
+		}
 		if a.joinBranch(m.env) {
 			a.tryFire(c)
 			return
@@ -451,6 +455,12 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	self := c.Self()
 	job := a.prepare(batch, firing)
 	job.ticket = t
+	if !a.inline {
+		st := a.s.steers.take()
+		for _, env := range st {
+			job.in.Messages = append(job.in.Messages, toMessage(env))
+		}
+	}
 	a.cur = job
 	base := a.s.ctx
 	if len(job.caller) > 0 {

@@ -110,12 +110,14 @@ type System struct {
 	threads threadTable
 	// branches enforces max_parallel across the forks of parallel nodes.
 	branches branchSlots
-	as       *actor.ActorSystem
-	root     *actor.RootContext
-	log      *slog.Logger
-	clk      clock.Clock
-	ctx      context.Context // cancelled by Stop: handlers see it
-	cancel   context.CancelFunc
+	// steers holds steering messages for the next firing that does work.
+	steers steerBox
+	as     *actor.ActorSystem
+	root   *actor.RootContext
+	log    *slog.Logger
+	clk    clock.Clock
+	ctx    context.Context // cancelled by Stop: handlers see it
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	pids    map[string]*actor.PID
