@@ -118,10 +118,22 @@ func (s *System) startConsumer(nc *nodeConsumer) error {
 	return nil
 }
 
+// A pull request lives pullExpiry on the server and is kept alive by
+// heartbeats every pullHeartbeat: a pull lost with a server (a restart, a
+// consumer leader elected elsewhere) is noticed after two missing
+// heartbeats and made again, in seconds (nats.go's defaults, 30 s and
+// 15 s, left a restarted stream unread for ~25 s). Idle, a consumer costs
+// one heartbeat every 2 s and a pull every 10 s.
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
+
 // startConsuming starts delivering a consumer's messages to the node.
 func (s *System) startConsuming(pid *actor.PID, node string, cons jetstream.Consumer) (jetstream.ConsumeContext, error) {
 	name := consumerName(node)
 	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverDurable(pid, m) },
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				s.log.Warn("actors: consumer", "node", node, "err", err)

@@ -48,6 +48,7 @@ type serveFlags struct {
 	roles, prices                    string
 	json                             bool
 	durable, resume, all             bool
+	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
 }
@@ -106,6 +107,7 @@ its lease.`,
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
+	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of each session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -190,7 +192,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			id = f.ids[i]
 		}
 		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
-			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]),
+			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]), Replicas: f.replicas,
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 		obs.instrument(&cfg)
 		s, err := startOrResume(ctx, f, cfg, stderr)
@@ -255,7 +257,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				work = f.workdir
 			}
 			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
-				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File,
+				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File, Replicas: f.replicas,
 				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)
