@@ -68,10 +68,23 @@ func (s *System) consume(pid *actor.PID, node string, subjects []string) error {
 		// the node.
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, s.cfg.Floors[node]+1
 	}
-	if err := js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	// Riding through a cluster that is still electing leaders (a server
+	// just restarted): JetStream is briefly unavailable.
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		if err := js.DeleteConsumer(ctx, stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("actors: consumer %s: %w", name, err)
 	}
-	cons, err := js.CreateConsumer(ctx, stream, cfg)
+	var cons jetstream.Consumer
+	err = broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		var err error
+		cons, err = js.CreateConsumer(ctx, stream, cfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("actors: consumer %s: %w", name, err)
 	}
