@@ -42,10 +42,10 @@ type runFlags struct {
 	durable  bool
 	id       string
 
-	// Set by `switchyard resume`: the durable session to resume (its graph
-	// is read from its bucket), and for a fork the checkpoint and new id.
 	replicas int
 
+	// Set by `switchyard resume`: the durable session to resume (its graph
+	// is read from its bucket), and for a fork the checkpoint and new id.
 	resumeID string
 	from     uint64
 	forkAs   string
