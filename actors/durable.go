@@ -239,7 +239,7 @@ func (s *System) stopConsumer(node string, removed bool) {
 func (s *System) deliverDurable(pid *actor.PID, m jetstream.Msg) {
 	env, err := DecodeEnvelope(m.Data())
 	if err == nil {
-		err = s.checkIngress(env)
+		err = s.checkIngress(env, m.Headers().Get(HeaderOwn))
 	}
 	if err != nil {
 		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,38 +31,28 @@ const (
 var errIngress = errors.New("envelope refused")
 
 // checkIngress checks an envelope that arrived on one of the session's
-// subjects: its artifacts must stay in this session (see checkArtifact).
-// An envelope that is not the runtime's own (its id is not signed with the
-// session's key, nor replayed by it) is outside input: the engine's state
-// it carries — run context keys internal.* (agent threads, retry counts,
-// outcomes for goal gates) and parallel-branch tokens — is dropped, so an
-// outside client can neither resume another agent conversation nor
-// complete a join.
-func (s *System) checkIngress(env *pb.Envelope) error {
+// subjects, with own its HeaderOwn value: its artifacts must stay in this
+// session (see checkArtifact). An envelope that is not the runtime's own
+// (no valid HeaderOwn proof: System.Send adds one to everything the
+// runtime publishes, replays after a resume or a fork included) is outside
+// input: the engine's state it carries — run context keys internal.*
+// (agent threads, retry counts, outcomes for goal gates) and
+// parallel-branch tokens — is dropped, so an outside client can neither
+// make an agent resume another conversation nor complete a join.
+func (s *System) checkIngress(env *pb.Envelope, own string) error {
 	if err := checkEnvelope(s.cfg.SessionID, env); err != nil {
 		return err
 	}
-	if !s.ownEnvelope(env.GetId()) {
+	if !s.ownEnvelope(env.GetId(), own) {
 		stripEngineState(env)
 	}
 	return nil
 }
 
-// ownEnvelope reports whether id is one of the runtime's envelopes.
-func (s *System) ownEnvelope(id string) bool {
-	if id == "" {
-		return false
-	}
-	if s.ids.verify(id) {
-		return true
-	}
-	s.replayMu.Lock()
-	defer s.replayMu.Unlock()
-	if _, ok := s.replayed[id]; ok {
-		delete(s.replayed, id)
-		return true
-	}
-	return false
+// ownEnvelope reports whether proof shows that id is one of the runtime's
+// envelopes.
+func (s *System) ownEnvelope(id, proof string) bool {
+	return id != "" && len(proof) == idTagLen && hmac.Equal([]byte(proof), []byte(s.ids.proof(id)))
 }
 
 // internalPrefix starts the run context keys that are the engine's state.

@@ -141,11 +141,6 @@ type System struct {
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
-	// replayed holds the ids of envelopes the session replays (Replay):
-	// its own, though signed with another key (a fork, a checkpoint.json
-	// resume); removed when they arrive.
-	replayMu sync.Mutex
-	replayed map[string]struct{}
 
 	// Durable sessions: each node's consumer, and the ids of envelopes
 	// consumed (committed) recently.
@@ -403,7 +398,7 @@ func (s *System) Version() uint64 { return s.version.Load() }
 func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	env, err := DecodeEnvelope(m.Data)
 	if err == nil {
-		err = s.checkIngress(env)
+		err = s.checkIngress(env, m.Header.Get(HeaderOwn))
 	}
 	if err != nil {
 		s.reject(m, err)
@@ -435,21 +430,6 @@ func (s *System) reject(m *nats.Msg, err error) {
 	_ = s.cfg.Conn.Publish(broker.DeadLetter(s.cfg.SessionID), m.Data)
 }
 
-// Replay publishes again an envelope of the session's own that its
-// checkpoint held pending (a resume, a fork): it arrives as the runtime's,
-// with its run context and branches, whatever key signed its id.
-func (s *System) Replay(ctx context.Context, subj string, env *pb.Envelope) error {
-	if id := env.GetId(); id != "" && !s.ids.verify(id) {
-		s.replayMu.Lock()
-		if s.replayed == nil {
-			s.replayed = map[string]struct{}{}
-		}
-		s.replayed[id] = struct{}{}
-		s.replayMu.Unlock()
-	}
-	return s.Send(ctx, subj, env)
-}
-
 // Send publishes env on subj the way node actors do (JetStream when
 // configured). The session uses it to inject the first envelope and to
 // replay pending envelopes on resume.
@@ -458,9 +438,11 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: subj, Data: data}
+	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	if id := env.GetId(); id != "" {
+		msg.Header[HeaderOwn] = []string{s.ids.proof(id)}
+	}
 	if len(env.GetCaller()) > 0 {
-		msg.Header = nats.Header{}
 		callerHeaders(msg.Header, env.GetCaller())
 	}
 	if s.cfg.JetStream != nil {

@@ -319,7 +319,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		if env.GetEdgeId() != "" {
 			subj = broker.Edge(s.id, env.GetEdgeId())
 		}
-		if err := s.sys.Replay(ctx, subj, env); err != nil {
+		if err := s.sys.Send(ctx, subj, env); err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("session: resume: %w", err)
 		}
