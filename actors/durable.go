@@ -103,10 +103,23 @@ func (s *System) createConsumer() error {
 		}
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, low+1
 	}
-	if err := js.DeleteConsumer(ctx, stream, consumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	// Riding through a cluster that is still electing leaders (a server
+	// just restarted): JetStream is briefly unavailable.
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		if err := js.DeleteConsumer(ctx, stream, consumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 	}
-	cons, err := js.CreateConsumer(ctx, stream, cfg)
+	var cons jetstream.Consumer
+	err = broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		var err error
+		cons, err = js.CreateConsumer(ctx, stream, cfg)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 	}
@@ -115,6 +128,17 @@ func (s *System) createConsumer() error {
 	s.mu.Unlock()
 	return nil
 }
+
+// A pull request lives pullExpiry on the server and is kept alive by
+// heartbeats every pullHeartbeat: a pull lost with a server (a restart, a
+// consumer leader elected elsewhere) is noticed after two missing
+// heartbeats and made again, in seconds (nats.go's defaults, 30 s and
+// 15 s, left a restarted stream unread for ~25 s). Idle, a consumer costs
+// one heartbeat every 2 s and a pull every 10 s.
+const (
+	pullExpiry    = 10 * time.Second
+	pullHeartbeat = 2 * time.Second
+)
 
 // StartConsuming lets the nodes of a durable session receive: until then
 // the session's consumer exists but delivers nothing, so the session can
@@ -128,6 +152,7 @@ func (s *System) StartConsuming() error {
 		return nil
 	}
 	cc, err := cons.Consume(s.deliverDurable,
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				s.log.Warn("actors: consumer", "err", err)
@@ -179,7 +204,7 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	pid := r.pid
 	env, err := DecodeEnvelope(m.Data())
 	if err == nil {
-		err = s.checkIngress(env)
+		err = s.checkIngress(env, m.Headers().Get(HeaderOwn))
 	}
 	if err != nil {
 		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),

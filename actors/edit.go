@@ -65,6 +65,13 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		}
 		handlers[n.ID] = resolved{typ, h}
 	}
+	// Every check that needs nothing changed comes first: an edge whose
+	// delivery cannot be buffered fails the edit before anything moved.
+	for _, e := range g.Edges {
+		if _, _, err := edges.Delivery(e); err != nil {
+			return nil, fmt.Errorf("actors: live edit: edge %s -> %s: %w", e.From, e.To, err)
+		}
+	}
 	old := s.graph()
 	ed := &Edit{}
 	for _, n := range g.Nodes {
@@ -93,15 +100,22 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	sort.Strings(ed.EdgesAdded)
 	sort.Strings(ed.EdgesGone)
 
-	held, err := s.sched.Reconfigure(scfg)
-	if err != nil {
+	// Added nodes and edges listen before anything routes to them: a core
+	// NATS message published before its subscription exists is lost. What
+	// can fail is done before the scheduler changes, and undone when it
+	// does fail: a failed edit leaves the session as it was.
+	var undo []func()
+	rollback := func(err error) (*Edit, error) {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		s.Emit(&pb.Event{Kind: "session.edit_failed", Message: err.Error()})
 		return nil, err
 	}
-	// Added nodes and edges listen before anything routes to them: a core
-	// NATS message published before its subscription exists is lost.
 	for _, id := range ed.Added {
+		undo = append(undo, func() { s.unspawn(g, id) })
 		if err := s.spawn(g, g.Node(id)); err != nil {
-			return nil, fmt.Errorf("actors: live edit: %w", err)
+			return rollback(fmt.Errorf("actors: live edit: %w", err))
 		}
 	}
 	for _, id := range ed.EdgesAdded {
@@ -109,13 +123,19 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		if e == nil || contains(ed.Added, e.To) {
 			continue // a new node subscribed to its own edges
 		}
+		subj := broker.Edge(s.cfg.SessionID, id)
 		s.mu.Lock()
 		pid := s.pids[e.To]
 		s.mu.Unlock()
-		s.setRoute(broker.Edge(s.cfg.SessionID, id), e.To, pid)
+		s.setRoute(subj, e.To, pid)
+		undo = append(undo, func() { s.dropRoute(subj) })
 	}
 	if err := s.cfg.Conn.Flush(); err != nil {
-		return nil, err
+		return rollback(err)
+	}
+	held, err := s.sched.Reconfigure(scfg)
+	if err != nil {
+		return rollback(err)
 	}
 	// Kept nodes take their new definition (buffers of new edges among it)
 	// before the first envelope routed by the new graph reaches them.
@@ -227,4 +247,18 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// unspawn undoes spawn(g, node) for a node a failed live edit added: its
+// subscriptions or consumer end and its actor stops.
+func (s *System) unspawn(g *graph.Graph, node string) {
+	s.mu.Lock()
+	pid := s.pids[node]
+	delete(s.pids, node)
+	delete(s.actors, node)
+	s.mu.Unlock()
+	s.dropRoutesTo(node)
+	if pid != nil {
+		_ = s.root.StopFuture(pid).Wait()
+	}
 }

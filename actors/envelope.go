@@ -19,6 +19,9 @@ const (
 	KindEvent       = "event"
 	KindHumanAnswer = "human_answer"
 	KindControl     = "control"
+	// KindSteer is a steering message: it fires nothing; the session's
+	// next firing of a node that does work gets it as an input message.
+	KindSteer = "steer"
 )
 
 // DecodeEnvelope reads an envelope in its protobuf form, or in its JSON
@@ -39,7 +42,7 @@ func DecodeEnvelope(data []byte) (*pb.Envelope, error) {
 	switch env.GetKind() {
 	case "":
 		env.Kind = KindHandoff
-	case KindHandoff, KindTick, KindEvent, KindHumanAnswer, KindControl:
+	case KindHandoff, KindTick, KindEvent, KindHumanAnswer, KindControl, KindSteer:
 	default:
 		return nil, fmt.Errorf("unknown envelope kind %q", env.GetKind())
 	}

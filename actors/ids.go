@@ -55,19 +55,36 @@ func newIDSigner(key []byte) *idSigner {
 	return g
 }
 
-// sign returns base with its signature.
-func (g *idSigner) sign(base string) string {
+// mac appends to buf the first idTagLen hex digits of the HMAC of s.
+func (g *idSigner) mac(buf []byte, s string) []byte {
 	h := g.pool.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte(base))
+	h.Write([]byte(s))
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	g.pool.Put(h)
+	return hex.AppendEncode(buf, sum[:idTagLen/2])
+}
+
+// sign returns base with its signature.
+func (g *idSigner) sign(base string) string {
 	buf := make([]byte, 0, len(base)+1+idTagLen)
 	buf = append(buf, base...)
 	buf = append(buf, '~')
-	buf = hex.AppendEncode(buf, sum[:idTagLen/2])
-	return string(buf)
+	return string(g.mac(buf, base))
+}
+
+// HeaderOwn carries, on every envelope the runtime publishes (System.Send),
+// the proof that it is the runtime's own: an HMAC of its id with the
+// session's key, different from the id's signature. Ids appear in events;
+// the proof appears only on the session's edges and inboxes, which no
+// outside role may read, so an outside client that saw an id cannot
+// present one of its envelopes as the runtime's.
+const HeaderOwn = "Sy-Own"
+
+// proof is the HeaderOwn value of id.
+func (g *idSigner) proof(id string) string {
+	return string(g.mac(make([]byte, 0, idTagLen), "own\x00"+id))
 }
 
 // envelopeID is the id of the envelope a node's firing sends to target.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,9 +31,52 @@ const (
 var errIngress = errors.New("envelope refused")
 
 // checkIngress checks an envelope that arrived on one of the session's
-// subjects: its artifacts must stay in this session (see checkArtifact).
-func (s *System) checkIngress(env *pb.Envelope) error {
-	return checkEnvelope(s.cfg.SessionID, env)
+// subjects, with own its HeaderOwn value: its artifacts must stay in this
+// session (see checkArtifact). An envelope that is not the runtime's own
+// (no valid HeaderOwn proof: System.Send adds one to everything the
+// runtime publishes, replays after a resume or a fork included) is outside
+// input: the engine's state it carries — run context keys internal.*
+// (agent threads, retry counts, outcomes for goal gates) and
+// parallel-branch tokens — is dropped, so an outside client can neither
+// make an agent resume another conversation nor complete a join.
+func (s *System) checkIngress(env *pb.Envelope, own string) error {
+	if err := checkEnvelope(s.cfg.SessionID, env); err != nil {
+		return err
+	}
+	if !s.ownEnvelope(env.GetId(), own) {
+		stripEngineState(env)
+	}
+	return nil
+}
+
+// ownEnvelope reports whether proof shows that id is one of the runtime's
+// envelopes.
+func (s *System) ownEnvelope(id, proof string) bool {
+	return id != "" && len(proof) == idTagLen && hmac.Equal([]byte(proof), []byte(s.ids.proof(id)))
+}
+
+// internalPrefix starts the run context keys that are the engine's state.
+const internalPrefix = "internal."
+
+// stripEngineState drops what only the runtime may set from an outside
+// envelope.
+func stripEngineState(env *pb.Envelope) {
+	env.Branches = nil
+	env.Context = withoutInternal(env.Context)
+	env.ContextUpdates = withoutInternal(env.ContextUpdates)
+}
+
+func withoutInternal(kvs []*pb.KV) []*pb.KV {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if !strings.HasPrefix(kv.GetKey(), internalPrefix) {
+			out = append(out, kv)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // checkEnvelope is checkIngress for session.

@@ -123,3 +123,27 @@ func FuzzIngress(f *testing.F) {
 		}
 	})
 }
+
+// TestSignedIDs: the runtime's ids are deterministic for a session's key
+// and unpredictable without it; the proof that an envelope is the
+// runtime's is another HMAC, not derivable from the id.
+func TestSignedIDs(t *testing.T) {
+	g, other := newIDSigner(NewIDKey()), newIDSigner(NewIDKey())
+	id := g.sign("s.a.1.a.b")
+	require.Regexp(t, `^s\.a\.1\.a\.b~[0-9a-f]{16}$`, id)
+	require.Equal(t, id, g.sign("s.a.1.a.b"), "deterministic")
+	require.NotEqual(t, id, other.sign("s.a.1.a.b"), "another session's key")
+	require.NotEqual(t, g.sign("s.a.1.a.b"), g.sign("s.a.2.a.b"))
+
+	s := &System{ids: g}
+	p := g.proof(id)
+	require.Len(t, p, idTagLen)
+	require.NotContains(t, id, p)
+	require.True(t, s.ownEnvelope(id, p))
+	for _, forged := range []struct{ id, proof string }{
+		{id, ""}, {id, strings.Repeat("0", idTagLen)}, {id, other.proof(id)}, {id, id[len(id)-idTagLen:]},
+		{"", g.proof("")}, {"s.a.1.a.b", g.proof(id)}, {id, p + "0"},
+	} {
+		require.False(t, s.ownEnvelope(forged.id, forged.proof), "%+v", forged)
+	}
+}

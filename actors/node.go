@@ -80,6 +80,7 @@ type nodeActor struct {
 	tickPending bool
 
 	buffers  map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
+	specs    map[string]string                     // per incoming edge id: the delivery its buffer has
 	order    []string                              // buffer keys in a fixed order
 	queue    [][]*pb.Envelope                      // batches ready to fire, in arrival order
 	joins    map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
@@ -137,20 +138,36 @@ func (a *nodeActor) setEdges(g *graph.Graph) error {
 		id := edges.EdgeID(e)
 		want[id] = true
 		order = append(order, id)
-		if a.buffers[id] != nil {
+		spec := deliverySpec(e)
+		old := a.buffers[id]
+		if old != nil && a.specs[id] == spec {
 			continue
 		}
 		b, err := edges.NewFor[*pb.Envelope](e, s.clk, func() { s.wake(n.ID, &drain{}) })
 		if err != nil {
 			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
 		}
-		a.buffers[id] = b
+		if old != nil {
+			// A live edit changed the edge's delivery: what the old buffer
+			// holds goes into the new one, under the new mode.
+			before := old.Pending()
+			old.Close()
+			for _, env := range before {
+				b.Push(env)
+			}
+			a.discard(supersededBy(before, b.Pending()), "superseded under the edge's new delivery mode (live edit)")
+		}
+		if a.specs == nil {
+			a.specs = map[string]string{}
+		}
+		a.buffers[id], a.specs[id] = b, spec
 	}
 	for id, b := range a.buffers {
 		if !want[id] {
 			a.discard(b.Pending(), "its edge "+id+" was removed by a live edit")
 			b.Close()
 			delete(a.buffers, id)
+			delete(a.specs, id)
 		}
 	}
 	a.order = order
@@ -201,6 +218,10 @@ func (a *nodeActor) Receive(c actor.Context) {
 				return
 			}
 			crash.Point("deliver")
+		}
+		if m.env.GetKind() == KindSteer {
+			a.holdSteer(m)
+			return
 		}
 		if a.joinBranch(m.env) {
 			a.tryFire(c)
@@ -307,6 +328,7 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 		return false
 	}
 	top := bs[len(bs)-1]
+	a.s.branchArrived(top)
 	arrived := append(a.joins[top.GetForkId()], env)
 	if uint32(len(arrived)) < top.GetWidth() {
 		a.joins[top.GetForkId()] = arrived
@@ -426,6 +448,13 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		return
 	}
 	batch := a.queue[0]
+	if why := a.s.branches.acquire(a.s.graph(), a.node.ID, batch[0].GetBranches()); why != "" {
+		if why != a.waiting {
+			a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, Message: why})
+		}
+		a.waiting = why // an "admit" notice will try again
+		return
+	}
 	t, w, evs := a.s.sched.Admit(a.node.ID)
 	a.s.emitScheduler(evs)
 	if w != nil {
@@ -454,6 +483,12 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	self := c.Self()
 	job := a.prepare(batch, firing)
 	job.ticket = t
+	if !a.inline {
+		st := a.s.steers.take()
+		for _, env := range st {
+			job.in.Messages = append(job.in.Messages, toMessage(env))
+		}
+	}
 	a.cur = job
 	base := a.s.ctx
 	if len(job.caller) > 0 {
@@ -685,3 +720,9 @@ func (j *job) metadata(o *nodes.Outcome) []*pb.KV {
 }
 
 func durationMS(d time.Duration) int64 { return d.Milliseconds() }
+
+// deliverySpec is what an edge's buffer depends on: its delivery mode and
+// debounce window.
+func deliverySpec(e *graph.Edge) string {
+	return e.Attrs.String("delivery") + "|" + e.Attrs.String("debounce")
+}

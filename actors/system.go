@@ -111,12 +111,16 @@ type Config struct {
 type System struct {
 	cfg     Config
 	threads threadTable
-	as      *actor.ActorSystem
-	root    *actor.RootContext
-	log     *slog.Logger
-	clk     clock.Clock
-	ctx     context.Context // cancelled by Stop: handlers see it
-	cancel  context.CancelFunc
+	// branches enforces max_parallel across the forks of parallel nodes.
+	branches branchSlots
+	// steers holds steering messages for the next firing that does work.
+	steers steerBox
+	as     *actor.ActorSystem
+	root   *actor.RootContext
+	log    *slog.Logger
+	clk    clock.Clock
+	ctx    context.Context // cancelled by Stop: handlers see it
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	pids    map[string]*actor.PID
@@ -422,7 +426,7 @@ func (s *System) Version() uint64 { return s.version.Load() }
 func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	env, err := DecodeEnvelope(m.Data)
 	if err == nil {
-		err = s.checkIngress(env)
+		err = s.checkIngress(env, m.Header.Get(HeaderOwn))
 	}
 	if err != nil {
 		s.reject(m, err)
@@ -462,9 +466,11 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	if err != nil {
 		return err
 	}
-	msg := &nats.Msg{Subject: subj, Data: data}
+	msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
+	if id := env.GetId(); id != "" {
+		msg.Header[HeaderOwn] = []string{s.ids.proof(id)}
+	}
 	if len(env.GetCaller()) > 0 {
-		msg.Header = nats.Header{}
 		callerHeaders(msg.Header, env.GetCaller())
 	}
 	if s.cfg.JetStream != nil {

@@ -27,6 +27,40 @@ func (s Storage) js() jetstream.StorageType {
 	return jetstream.FileStorage
 }
 
+// Option configures the resources a session creates.
+type Option func(*options)
+
+type options struct{ replicas int }
+
+// Replicas asks for n copies of each resource (streams, KV buckets, the
+// object store) on a JetStream cluster: 3 survives the loss of one server
+// (1 on an embedded server, which is alone). A resource that exists with
+// more replicas keeps them: starting or resuming a session never scales
+// its store down.
+func Replicas(n int) Option { return func(o *options) { o.replicas = n } }
+
+func newOptions(opts []Option) options {
+	o := options{}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// replicasFor is how many replicas stream should have: what was asked
+// for, or what it has when it exists with more.
+func (o options) replicasFor(ctx context.Context, js jetstream.JetStream, stream string) int {
+	want := max(o.replicas, 1)
+	if s, err := js.Stream(ctx, stream); err == nil {
+		if info := s.CachedInfo(); info != nil && info.Config.Replicas > want {
+			want = info.Config.Replicas
+		}
+	}
+	return want
+}
+
 // DuplicateWindow is how long the work stream remembers a Nats-Msg-Id
 // (the envelope id) to drop a second publication of it.
 const DuplicateWindow = 2 * time.Minute
@@ -73,10 +107,11 @@ func checkSession(session string) error {
 // would put a disk write on every step of the hot path and let a session
 // that runs for days grow its work stream without bound. A front end that
 // wants recent history asks for the separate, bounded EnsureEventStream.
-func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.Stream, error) {
+func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (jetstream.Stream, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
+	o := newOptions(opts)
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName(session),
 		Description: "switchyard session " + session + ": edges, inboxes, dead letters",
@@ -87,6 +122,7 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 		},
 		Storage:    st.js(),
 		Duplicates: DuplicateWindow,
+		Replicas:   o.replicasFor(ctx, js, StreamName(session)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(session), err)
@@ -106,10 +142,11 @@ type EventRetention struct {
 // stream SY_<session>_EVT over sy.<session>.evt.>, for front ends that
 // replay recent events (a watch started late). It is optional: events are
 // published and read on core NATS whether or not it exists.
-func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session string, st Storage, r EventRetention) (jetstream.Stream, error) {
+func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session string, st Storage, r EventRetention, opts ...Option) (jetstream.Stream, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
+	o := newOptions(opts)
 	if r.MaxMsgs <= 0 {
 		r.MaxMsgs = DefaultEventMaxMsgs
 	}
@@ -124,6 +161,7 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 		MaxMsgs:     r.MaxMsgs,
 		MaxAge:      r.MaxAge,
 		Discard:     jetstream.DiscardOld,
+		Replicas:    o.replicasFor(ctx, js, EventStreamName(session)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", EventStreamName(session), err)
@@ -133,13 +171,14 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 
 // SessionKV creates or opens the session's key-value bucket for
 // checkpoints and node state (16 revisions kept per key).
-func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.KeyValue, error) {
+func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (jetstream.KeyValue, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
+	o := newOptions(opts)
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: KVName(session), Description: "switchyard session " + session + ": checkpoints and node state",
-		Storage: st.js(), History: 16,
+		Storage: st.js(), History: 16, Replicas: o.replicasFor(ctx, js, "KV_"+KVName(session)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
@@ -148,13 +187,14 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 }
 
 // SessionObjects creates or opens the session's object store for artifacts.
-func SessionObjects(ctx context.Context, js jetstream.JetStream, session string, st Storage) (jetstream.ObjectStore, error) {
+func SessionObjects(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (jetstream.ObjectStore, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
+	o := newOptions(opts)
 	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket: ObjectsName(session), Description: "switchyard session " + session + ": artifacts",
-		Storage: st.js(),
+		Storage: st.js(), Replicas: o.replicasFor(ctx, js, "OBJ_"+ObjectsName(session)),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: object store %s: %w", ObjectsName(session), err)
@@ -205,17 +245,22 @@ func (s Storage) String() string {
 const LeaseBucket = "sy_leases"
 
 // Leases creates or opens the lease bucket.
-func Leases(ctx context.Context, js jetstream.JetStream, st Storage) (jetstream.KeyValue, error) {
+func Leases(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Option) (jetstream.KeyValue, error) {
+	o := newOptions(opts)
 	kv, err := js.KeyValue(ctx, LeaseBucket)
 	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		if o.replicas <= 1 {
+			return kv, nil
+		}
+		if s, err := js.Stream(ctx, "KV_"+LeaseBucket); err == nil && s.CachedInfo().Config.Replicas >= o.replicas {
+			return kv, nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
 	}
 	kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: LeaseBucket, Description: "switchyard: which process runs each session",
-		Storage: st.js(), History: 1,
+		Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+LeaseBucket),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)

@@ -37,7 +37,7 @@ type env struct {
 	events chan *pb.Event
 }
 
-func start(t *testing.T, tel *observe.Telemetry, src, mock string, asSession bool, caller nodes.Caller) *env {
+func start(t *testing.T, tel *observe.Telemetry, src, mock string, asSession bool, caller nodes.Caller, durable ...bool) *env {
 	t.Helper()
 	opts := []graph.LoadOption{graph.WithKnownTypes(builtinTypes()...)}
 	if asSession {
@@ -52,7 +52,7 @@ func start(t *testing.T, tel *observe.Telemetry, src, mock string, asSession boo
 		require.NoError(t, err)
 	}
 	e := &env{t: t, b: brokertest.Start(t), tel: tel, events: make(chan *pb.Event, 10000)}
-	cfg := session.Config{ID: session.NewID(), Graph: g, Broker: e.b, LogsDir: t.TempDir(), Caller: caller,
+	cfg := session.Config{ID: session.NewID(), Graph: g, Broker: e.b, LogsDir: t.TempDir(), Caller: caller, Durable: len(durable) > 0 && durable[0],
 		Backoff:  func(int) time.Duration { return 0 },
 		Observer: func(ev *pb.Event) { e.events <- ev },
 		Deps:     nodes.Deps{Providers: func(string) (agent.Provider, error) { return m, nil }, DefaultProvider: "mock"}}

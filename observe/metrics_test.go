@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
 	"github.com/switchyard/switchyard/observe"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
@@ -19,7 +20,7 @@ func TestMetricsOfAPipeline(t *testing.T) {
 		graph [goal="g", budget_tokens=100000, default_max_retries=0]
 		start [shape=Mdiamond]
 		work  [prompt="w", max_retries=2, llm_provider="mock", llm_model="mock-large"]
-		check [prompt="c"]
+		check [prompt="c", llm_model="claude-sonnet-4-5"]
 		exit  [shape=Msquare]
 		start -> work -> check
 		check -> exit [condition="outcome=fail"]
@@ -46,7 +47,8 @@ func TestMetricsOfAPipeline(t *testing.T) {
 	requireValue(t, fams, "switchyard_llm_tokens_total", map[string]string{"provider": "mock", "model": "mock-large", "direction": "input"}, 110)
 	requireValue(t, fams, "switchyard_llm_tokens_total", map[string]string{"provider": "mock", "model": "mock-large", "direction": "output"}, 55)
 	requireValue(t, fams, "switchyard_llm_cost_usd_total", map[string]string{"provider": "mock", "model": "mock-large"}, 0.11)
-	requireValue(t, fams, "switchyard_llm_tokens_total", map[string]string{"provider": "mock", "model": "", "direction": "input"}, 7)
+	// A node without llm_provider: the model's provider.
+	requireValue(t, fams, "switchyard_llm_tokens_total", map[string]string{"provider": agent.InferProvider("claude-sonnet-4-5"), "model": "claude-sonnet-4-5", "direction": "input"}, 7)
 	// The graph's token budget: its limit and what was spent.
 	requireValue(t, fams, "switchyard_budget_limit", map[string]string{"session": id, "scope": "graph", "dimension": "tokens"}, 100000)
 	requireValue(t, fams, "switchyard_budget_spent", map[string]string{"session": id, "scope": "graph", "dimension": "tokens"}, 175)

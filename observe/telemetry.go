@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
@@ -212,8 +213,13 @@ func (t *Telemetry) nodeObs(in *nodes.Input) *nodeObs {
 	return o
 }
 
+// providerOf is the provider a node's agent runs with, in the codergen
+// handler's order: llm_provider, the model's provider, the default.
 func providerOf(n *graph.Node, def string) string {
 	if p := n.LLMProvider(); p != "" {
+		return p
+	}
+	if p := agent.InferProvider(n.LLMModel()); p != "" {
 		return p
 	}
 	return def

@@ -2,6 +2,7 @@ package observe_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -95,30 +96,35 @@ func TestSpansOfAPipeline(t *testing.T) {
 
 // An outside publisher starts a span and publishes an envelope with the W3C
 // traceparent header (as an OpenTelemetry propagator writes it): the
-// firings it causes, downstream too, continue its trace.
+// firings it causes, downstream too, continue its trace — on core NATS and
+// through JetStream (durable sessions).
 func TestOutsideTraceContinuesThroughTheSession(t *testing.T) {
-	exp, tp := tracing(t)
-	tel := observe.New(observe.Options{Tracer: tp})
-	e := start(t, tel, `digraph s { kind="session"; a [prompt="a"]; b [prompt="b"]; a -> b }`, "", true, nodes.Caller{})
+	for _, durable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("durable=%v", durable), func(t *testing.T) {
+			exp, tp := tracing(t)
+			tel := observe.New(observe.Options{Tracer: tp})
+			e := start(t, tel, `digraph s { kind="session"; a [prompt="a"]; b [prompt="b"]; a -> b }`, "", true, nodes.Caller{}, durable)
 
-	outside := sdktrace.NewTracerProvider() // the publisher's own SDK
-	t.Cleanup(func() { _ = outside.Shutdown(context.Background()) })
-	ctx, span := outside.Tracer("publisher").Start(context.Background(), "publish order", trace.WithSpanKind(trace.SpanKindProducer))
-	hdr := nats.Header{}
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hdr))
-	require.NotEmpty(t, hdr.Get("Traceparent"))
-	e.publish(broker.NodeIn(e.s.ID(), "a"), "order 42", hdr)
-	e.waitEvent("b completed", func(ev *pb.Event) bool { return ev.Kind == "node.completed" && ev.Node == "b" })
-	span.End()
+			outside := sdktrace.NewTracerProvider() // the publisher's own SDK
+			t.Cleanup(func() { _ = outside.Shutdown(context.Background()) })
+			ctx, span := outside.Tracer("publisher").Start(context.Background(), "publish order", trace.WithSpanKind(trace.SpanKindProducer))
+			hdr := nats.Header{}
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hdr))
+			require.NotEmpty(t, hdr.Get("Traceparent"))
+			e.publish(broker.NodeIn(e.s.ID(), "a"), "order 42", hdr)
+			e.waitEvent("b completed", func(ev *pb.Event) bool { return ev.Kind == "node.completed" && ev.Node == "b" })
+			span.End()
 
-	sc := span.SpanContext()
-	spans := exp.GetSpans()
-	for _, node := range []string{"a", "b"} {
-		fires := spansNamed(spans, "fire "+node)
-		require.Len(t, fires, 1, node)
-		require.Equal(t, sc.TraceID(), fires[0].SpanContext.TraceID(), "%s continues the publisher's trace", node)
-		require.Equal(t, sc.SpanID(), fires[0].Parent.SpanID(), "%s's parent is the publisher's span", node)
-		require.True(t, fires[0].Parent.IsRemote())
+			sc := span.SpanContext()
+			spans := exp.GetSpans()
+			for _, node := range []string{"a", "b"} {
+				fires := spansNamed(spans, "fire "+node)
+				require.Len(t, fires, 1, node)
+				require.Equal(t, sc.TraceID(), fires[0].SpanContext.TraceID(), "%s continues the publisher's trace", node)
+				require.Equal(t, sc.SpanID(), fires[0].Parent.SpanID(), "%s's parent is the publisher's span", node)
+				require.True(t, fires[0].Parent.IsRemote())
+			}
+		})
 	}
 }
 

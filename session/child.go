@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"sync"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -94,21 +98,27 @@ func (c *child) Status() nodes.ChildStatus {
 	return c.status
 }
 
-// Steer writes the message as steer.md into the stage directory of the
-// child's current node, where its agent can read it (spec 4.11).
-func (c *child) Steer(_ context.Context, msg string) error {
+// Steer sends the message into the inbox of the child's current node (its
+// start node before any ran) as an envelope of kind steer: it fires
+// nothing, and the child's next firing of a node that does work gets it as
+// an input message ("Input (steer): ..." in an agent's prompt).
+func (c *child) Steer(ctx context.Context, msg string) error {
 	c.mu.Lock()
 	node := c.status.CurrentNode
 	c.steered++
+	n := c.steered
 	c.mu.Unlock()
-	if c.logs == "" || node == "" {
-		return errors.New("the child has no run directory to steer through")
+	if node == "" {
+		if st := c.s.cfg.Graph.StartNode(); st != nil {
+			node = st.ID
+		}
 	}
-	dir := filepath.Join(c.logs, node)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	if node == "" {
+		return errors.New("the child has no node to steer")
 	}
-	return os.WriteFile(filepath.Join(dir, "steer.md"), []byte(msg+"\n"), 0o644)
+	env := &pb.Envelope{Id: fmt.Sprintf("%s.steer.%d", c.s.id, n), SessionId: c.s.id, Kind: actors.KindSteer,
+		ToNode: node, CreatedAt: timestamppb.New(c.s.cfg.Clock.Now()), Payload: &pb.Payload{Message: msg}}
+	return c.s.sys.Send(ctx, broker.NodeIn(c.s.id, node), env)
 }
 
 func (c *child) Done() <-chan struct{} { return c.done }

@@ -151,11 +151,11 @@ func ReadOwner(ctx context.Context, b *broker.Broker, id string, now time.Time) 
 
 // acquireLease takes session id's lease for this process, or returns a
 // *HeldError naming the process that holds it.
-func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Clock, ttl time.Duration) (*lease, error) {
+func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Clock, ttl time.Duration, replicas int) (*lease, error) {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
-	kv, err := broker.Leases(ctx, b.JetStream(), b.Storage())
+	kv, err := broker.Leases(ctx, b.JetStream(), b.Storage(), broker.Replicas(replicas))
 	if err != nil {
 		return nil, fmt.Errorf("session: lease: %w", err)
 	}
@@ -271,11 +271,17 @@ func (l *lease) release() {
 // the session's bucket: the bucket sequence it returns fences the journal
 // of any previous owner. The caller releases the lease.
 func claim(ctx context.Context, cfg *Config) (*lease, error) {
-	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL)
+	n := cfg.replicas()
+	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage())
+	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), broker.Replicas(n))
+	if err == nil && n > 1 {
+		// Artifacts are stored on demand, with one replica unless their
+		// store exists: it is made now, replicated.
+		_, err = broker.SessionObjects(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), broker.Replicas(n))
+	}
 	if err != nil {
 		l.release()
 		return nil, fmt.Errorf("session: checkpoint store: %w", err)

@@ -99,7 +99,7 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 	if _, err := ReadMeta(ctx, b, id); !errors.Is(err, ErrNoCheckpoint) {
 		return err
 	}
-	l, err := acquireLease(ctx, b, id, clock.Real(), DefaultLeaseTTL)
+	l, err := acquireLease(ctx, b, id, clock.Real(), DefaultLeaseTTL, 1)
 	if err != nil {
 		return err
 	}

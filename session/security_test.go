@@ -34,19 +34,25 @@ const (
 
 // recorder is a handler that records what each node was given.
 type recorder struct {
-	mu     sync.Mutex
-	inputs map[string][]nodes.Message
-	fired  chan string
+	mu       sync.Mutex
+	inputs   map[string][]nodes.Message
+	contexts map[string][]map[string]string
+	fired    chan string
 }
 
 func newRecorder() *recorder {
-	return &recorder{inputs: map[string][]nodes.Message{}, fired: make(chan string, 1024)}
+	return &recorder{inputs: map[string][]nodes.Message{}, contexts: map[string][]map[string]string{}, fired: make(chan string, 1024)}
 }
 
 func (rc *recorder) handler() nodes.Handler {
 	return nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 		rc.mu.Lock()
 		rc.inputs[in.Node.ID] = append(rc.inputs[in.Node.ID], in.Messages...)
+		ctx2 := make(map[string]string, len(in.Context))
+		for k, v := range in.Context {
+			ctx2[k] = v
+		}
+		rc.contexts[in.Node.ID] = append(rc.contexts[in.Node.ID], ctx2)
 		rc.mu.Unlock()
 		rc.fired <- in.Node.ID
 		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "from " + in.Node.ID}, nil
@@ -436,4 +442,33 @@ func TestOutsideCannotActThroughReplies(t *testing.T) {
 	_, err = admin.Request(trigger, []byte(`{"node":"m"}`), 10*time.Second)
 	require.NoError(t, err)
 	rc.waitFired(t, "m", 1)
+}
+
+// TestOutsideCannotSetEngineState: an outside envelope's run context keys
+// internal.* (agent threads, retry counts, outcomes) and its parallel-branch
+// tokens are dropped on arrival; its other context keys and the runtime's
+// own envelopes keep theirs.
+func TestOutsideCannotSetEngineState(t *testing.T) {
+	r, s, rc := secure(t, "state", `digraph s { kind="session"; a [type="custom.echo"]; b [type="custom.echo"]; a -> b }`)
+	spy, _ := outside(t, r.broker)
+	data, err := json.Marshal(map[string]any{"id": "forged-state", "payload": map[string]any{"message": "hi"},
+		"context":        []map[string]string{{"key": "internal.thread.a", "value": "someone-elses-session"}, {"key": "topic", "value": "ok"}},
+		"contextUpdates": []map[string]string{{"key": "internal.outcome.gate", "value": "success"}},
+		"branches":       []map[string]any{{"forkNode": "p", "branch": "b1", "forkId": "f1", "width": 1, "joinNode": "a"}}})
+	require.NoError(t, err)
+	require.NoError(t, spy.Publish(broker.NodeIn(s.ID(), "a"), data))
+	rc.waitFired(t, "b", 1)
+
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	ctxA := rc.contexts["a"][0]
+	require.Equal(t, "ok", ctxA["topic"], "outside context is input")
+	require.NotContains(t, ctxA, "internal.thread.a")
+	require.NotContains(t, ctxA, "internal.outcome.gate")
+	require.Empty(t, rc.inputs["a"][0].Branch, "no branch token from outside")
+	// a's own envelope to b keeps the engine's keys a's firing set.
+	ctxB := rc.contexts["b"][0]
+	require.Equal(t, "success", ctxB["internal.outcome.a"])
+	require.Equal(t, "ok", ctxB["topic"])
+	require.NotContains(t, ctxB, "internal.thread.a")
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,24 @@ type Config struct {
 	// File is the graph's file, recorded with a durable session (serve
 	// resumes the sessions of the files it is given).
 	File string
+	// Replicas is how many copies JetStream keeps of a durable session's
+	// stream, buckets and object store (3 on a cluster survives the loss of
+	// a server); 0 takes the graph's replicas attribute, else 1. Resources
+	// that exist with more keep them.
+	Replicas int
+}
+
+// replicas is the replica count cfg asks for.
+func (cfg *Config) replicas() int {
+	if cfg.Replicas > 0 {
+		return cfg.Replicas
+	}
+	if cfg.Graph != nil {
+		if n, err := strconv.Atoi(cfg.Graph.Attrs.String("replicas")); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 1
 }
 
 // Session is a running graph.
@@ -471,7 +490,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 			s.created = true
 		}
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage()); err != nil {
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.Replicas(cfg.replicas())); err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}

@@ -42,6 +42,8 @@ type runFlags struct {
 	durable  bool
 	id       string
 
+	replicas int
+
 	// Set by `switchyard resume`: the durable session to resume (its graph
 	// is read from its bucket), and for a fork the checkpoint and new id.
 	resumeID string
@@ -97,6 +99,7 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
 	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
+	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of the session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
 	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	f.web.add(cmd)
@@ -207,9 +210,13 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 
 	var iv nodes.Interviewer = nodes.NewQueue(answers)
-	if isTerminal(stdin) && !obs.answersOnPage() {
+	switch {
+	case obs.answersOnPage():
+		// Gates without a pre-set answer wait for the web page's
+		// (ControlAnswers below).
+	case isTerminal(stdin):
 		iv = session.Fallback(iv, nodes.Console(stdin, stderr))
-	} else {
+	default:
 		iv = session.Fallback(iv, noTerminal{})
 	}
 	id := f.id
@@ -230,7 +237,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		render = (&textRenderer{w: stderr}).render
 	}
 	cfg := session.Config{
-		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render,
+		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render, Replicas: f.replicas,
 		ControlAnswers: obs.answersOnPage(), // gates without a pre-set answer are answered on the page
 		Deps:           nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
 	}

@@ -48,6 +48,7 @@ type serveFlags struct {
 	roles, prices                    string
 	json                             bool
 	durable, resume, all             bool
+	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
 }
@@ -58,9 +59,10 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve FILE.dot...",
 		Short: "Serve reactive sessions until stopped",
 		Long: `Serve starts one reactive session per file (every node broadcasts to the edges whose
-condition holds; no start or exit node is needed; cycles are bounded by the scheduler)
-and keeps them running until SIGINT or SIGTERM, or until each is stopped with
-'switchyard stop'. With --listen the embedded NATS server accepts outside clients, who
+condition holds, a human gate to its answer's edge only; no start or exit node is needed;
+no firing cap applies unless the graph sets one, and a node that repeats the same answer to
+the same input is stopped as stalled) and keeps them running until SIGINT or SIGTERM, or
+until each is stopped with 'switchyard stop'. It prints a live log (--json: every event). With --listen the embedded NATS server accepts outside clients, who
 must authenticate (--token, or --user and --password; env SWITCHYARD_TOKEN...).
 
 Durable sessions of the same files that a process left running are resumed too, each in
@@ -105,6 +107,7 @@ its lease.`,
 	fl.BoolVar(&f.json, "json", false, "print every event as JSON on stdout")
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
+	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of each session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -189,7 +192,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			id = f.ids[i]
 		}
 		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
-			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]),
+			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]), Replicas: f.replicas,
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 		obs.instrument(&cfg)
 		s, err := startOrResume(ctx, f, cfg, stderr)
@@ -254,7 +257,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				work = f.workdir
 			}
 			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
-				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File,
+				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File, Replicas: f.replicas,
 				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)

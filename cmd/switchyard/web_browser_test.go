@@ -94,8 +94,16 @@ func TestWebViewAnswersAGateInABrowser(t *testing.T) {
 
 	var explain, fileText, events string
 	var svgNodes int
-	step(t, ctx, "the page opens with the token and shows the first gate waiting",
-		chromedp.Navigate(page+"/?token=adm"),
+	step(t, ctx, "the page opens", chromedp.Navigate(page+"/?token=adm"), chromedp.WaitVisible(`tr[data-node="review"]`))
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err := chromedp.Run(wctx, chromedp.WaitVisible(`tr[data-node="review"][data-state="waiting"]`))
+	cancel()
+	if err != nil {
+		var table string
+		step(t, ctx, "read the table", chromedp.Text(`#nodes`, &table))
+		t.Fatalf("the gate is not waiting on the page: %v\n%s\nrun said:\n%s", err, table, stderr.String())
+	}
+	step(t, ctx, "the page shows the first gate waiting",
 		chromedp.WaitVisible(`tr[data-node="review"][data-state="waiting"]`),
 		chromedp.WaitVisible(`tr[data-node="draft"][data-state="succeeded"]`),
 		chromedp.WaitVisible(`tr[data-node="confirm"][data-state="idle"]`),
@@ -176,14 +184,16 @@ func checkLegible(t *testing.T, ctx context.Context, shot []byte) {
 	require.Greater(t, countColour(img, 0xbb, 0xf7, 0xd0), 200, "the succeeded colour shows")
 
 	var fontPx, overflow float64
-	var graphWidth float64
+	var graphWidth, labelPx float64
 	var gateText string
 	step(t, ctx, "measure the page",
 		chromedp.Evaluate(`parseFloat(getComputedStyle(document.querySelector("#nodes td")).fontSize)`, &fontPx),
 		chromedp.Evaluate(`document.documentElement.scrollWidth - window.innerWidth`, &overflow),
 		chromedp.Evaluate(`document.querySelector("#graph svg").getBoundingClientRect().width`, &graphWidth),
 		chromedp.Text(`#gates [data-gate="review"] .q`, &gateText),
+		chromedp.Evaluate(`document.querySelector("#graph svg g#node_draft text").getBoundingClientRect().height`, &labelPx),
 	)
+	require.GreaterOrEqual(t, labelPx, 9.0, "the graph's labels stay readable")
 	require.GreaterOrEqual(t, fontPx, 12.0, "table text is at least 12px")
 	require.LessOrEqual(t, overflow, 0.0, "nothing is wider than the window")
 	require.Greater(t, graphWidth, 150.0, "the graph has room")

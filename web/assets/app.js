@@ -185,6 +185,13 @@ async function drawGraph(v) {
     const svg = graphviz.dot(v.dot, "svg");
     const holder = $("#graph");
     holder.innerHTML = svg;
+    // A graph a little taller than the view is scaled to fit; a big one
+    // keeps a readable size and scrolls.
+    const svgEl = holder.querySelector("svg");
+    if (svgEl) {
+      const h = svgEl.height.baseVal.value;
+      svgEl.classList.toggle("fit", h > 0 && 560 / h >= 0.6);
+    }
     for (const g of holder.querySelectorAll("g.node")) {
       const id = g.id.replace(/^node_/, "");
       g.dataset.node = id;

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/crash"
+	"github.com/switchyard/switchyard/session"
+)
+
+// queueEvents is how many outside envelopes TestCrashQueueExactlyOnce
+// sends: 100,000 when SWITCHYARD_FULL=1 (what .ci/run sets), 2,000 by
+// default, 500 with -short, or SWITCHYARD_QUEUE_EVENTS.
+func queueEvents(t *testing.T) int {
+	if n, err := strconv.Atoi(os.Getenv("SWITCHYARD_QUEUE_EVENTS")); err == nil && n > 1 {
+		return n // a size of one's own
+	}
+	switch {
+	case os.Getenv("SWITCHYARD_FULL") == "1":
+		return 100_000
+	case testing.Short():
+		return 500
+	}
+	return 2_000
+}
+
+// TestCrashQueueExactlyOnce floods a served durable session with outside
+// envelopes on a queue edge, acknowledged by its stream; the serve process
+// (embedded server included) is killed with SIGKILL halfway through the
+// firings, served again from the same store, and the publisher sends again
+// what was not acknowledged. Every envelope is stored once and fires the
+// node exactly once.
+func TestCrashQueueExactlyOnce(t *testing.T) {
+	total := queueEvents(t)
+	file, err := filepath.Abs("testdata/queue.dot")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	url := "nats://" + addr
+	var logs syncBuffer
+	serve := func(point string) chan error {
+		cmd := exec.Command(switchyardBinary(t), "serve", file, "--id", "q1", "--data", "data", "--logs", "logs",
+			"--listen", addr, "--token", "out", "--admin-token", "adm")
+		cmd.Dir = dir
+		cmd.Stderr = &logs
+		cmd.Env = os.Environ()
+		if point != "" {
+			cmd.Env = append(cmd.Env, crash.Env+"="+point)
+		}
+		require.NoError(t, cmd.Start())
+		done, exited := make(chan error, 1), make(chan struct{})
+		go func() { done <- cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		return done
+	}
+	connect := func(done chan error) *broker.Broker {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			cfg := broker.DefaultConfig()
+			cfg.URL, cfg.Token = url, "adm"
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			b, err := broker.Start(ctx, cfg)
+			cancel()
+			if err == nil {
+				return b
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("serve exited before it listened: %v\n%s", err, logs.String())
+			default:
+			}
+			require.True(t, time.Now().Before(deadline), "serve never listened: %v", err)
+		}
+	}
+	acked := make([]bool, total)
+	// publish sends every envelope not acknowledged yet, 512 in flight,
+	// until the server goes away; it returns how many are acknowledged.
+	publish := func(b *broker.Broker) int {
+		js := b.JetStream()
+		type inflight struct {
+			i int
+			f jetstream.PubAckFuture
+		}
+		var window []inflight
+		drain := func(keep int) bool {
+			for len(window) > keep {
+				w := window[0]
+				window = window[1:]
+				select {
+				case <-w.f.Ok():
+					acked[w.i] = true
+				case <-w.f.Err():
+					return false
+				case <-time.After(10 * time.Second):
+					return false
+				}
+			}
+			return true
+		}
+		ok := true
+		for i := 0; i < total && ok; i++ {
+			if acked[i] {
+				continue
+			}
+			id := "ev" + strconv.Itoa(i)
+			f, err := js.PublishAsync("sy.q1.edge.src.work", []byte(`{"kind":"handoff","payload":{"message":"`+id+`"}}`),
+				jetstream.WithMsgID(id))
+			if err != nil {
+				break
+			}
+			window = append(window, inflight{i, f})
+			ok = drain(512)
+		}
+		if ok {
+			drain(0)
+		}
+		n := 0
+		for _, a := range acked {
+			if a {
+				n++
+			}
+		}
+		return n
+	}
+	visits := func(b *broker.Broker) (int, *session.Checkpoint) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cp, err := session.LoadCheckpoint(ctx, b, "q1", 0)
+		if err != nil {
+			return 0, nil
+		}
+		return cp.NodeVisits["work"], cp
+	}
+
+	// First process: killed at the commit of the firing halfway.
+	start := time.Now()
+	done := serve("after-commit:" + strconv.Itoa(total/2))
+	b := connect(done)
+	sent := publish(b)
+	select {
+	case err := <-done:
+		require.True(t, killed(err), "serve was not killed: %v\n%s", err, logs.String())
+	case <-time.After(10 * time.Minute):
+		t.Fatal("serve was never killed")
+	}
+	_ = b.Close()
+	t.Logf("first process: %d of %d envelopes acknowledged before the kill", sent, total)
+
+	// Second process: the same store; what was not acknowledged is sent again.
+	done = serve("")
+	b = connect(done)
+	defer b.Close()
+	require.Equal(t, total, publish(b), "every envelope acknowledged")
+	var cp *session.Checkpoint
+	for n := 0; n < total; {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		case <-time.After(500 * time.Millisecond): // poll the store
+		}
+		n, cp = visits(b)
+		require.LessOrEqual(t, n, total, "more firings than envelopes")
+	}
+	elapsed := time.Since(start)
+
+	// Stored once each: the stream holds one message per envelope.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st, err := b.JetStream().Stream(ctx, broker.StreamName("q1"))
+	require.NoError(t, err)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("sy.q1.edge.src.work"))
+	require.NoError(t, err)
+	require.EqualValues(t, total, info.State.Subjects["sy.q1.edge.src.work"], "one stored message per envelope")
+	require.Empty(t, cp.Pending, "nothing left to consume")
+	// Fired once each: the journal's records consume every id once.
+	hist, err := session.History(ctx, b, "q1")
+	require.NoError(t, err)
+	consumed := make(map[string]int, total)
+	firings := 0
+	for _, h := range hist {
+		if h.Node != "work" {
+			continue
+		}
+		firings++
+		for _, id := range h.ConsumedIDs {
+			consumed[id]++
+		}
+	}
+	if len(hist) > 0 && hist[0].Seq <= 1 {
+		// The whole journal is there: every envelope consumed exactly once.
+		require.Equal(t, total, firings)
+		require.Len(t, consumed, total)
+		for id, n := range consumed {
+			require.Equal(t, 1, n, "%s consumed %d times", id, n)
+		}
+	}
+	for id, n := range consumed {
+		require.Equal(t, 1, n, "%s consumed %d times", id, n)
+	}
+	_, _, err = child(t, dir, "", "stop", "q1", "--nats", url, "--token", "adm")
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	t.Logf("%d outside envelopes, SIGKILL at firing %d: each stored once and fired once; %s end to end (%.0f envelopes/s)",
+		total, total/2, elapsed.Round(time.Second), float64(total)/elapsed.Seconds())
+}

@@ -1,0 +1,166 @@
+package brokertest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Cluster is a NATS cluster of in-process servers with routes between
+// them and clustered JetStream (each server its own store), for tests of
+// replication and of the loss of a server.
+type Cluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	opts  []*server.Options
+	srvs  []*server.Server
+	names []string
+}
+
+// freePort is a loopback port nobody listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// StartCluster starts n servers (3 for JetStream R3) with fixed loopback
+// client and route ports, waits until JetStream has a meta leader, and
+// shuts them down when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	routePorts := make([]int, n)
+	for i := range routePorts {
+		routePorts[i] = freePort(t)
+	}
+	dir := t.TempDir()
+	for i := 0; i < n; i++ {
+		var routes []*url.URL
+		for k, p := range routePorts {
+			if k != i {
+				routes = append(routes, &url.URL{Scheme: "nats-route", Host: "127.0.0.1:" + strconv.Itoa(p)})
+			}
+		}
+		name := fmt.Sprintf("n%d", i+1)
+		c.names = append(c.names, name)
+		c.opts = append(c.opts, &server.Options{
+			ServerName: name, Host: "127.0.0.1", Port: freePort(t), NoSigs: true, NoLog: true,
+			JetStream: true, StoreDir: filepath.Join(dir, name),
+			Cluster: server.ClusterOpts{Name: "sy", Host: "127.0.0.1", Port: routePorts[i]},
+			Routes:  routes,
+		})
+		c.srvs = append(c.srvs, nil)
+	}
+	for i := range c.opts {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.srvs {
+			c.Kill(i)
+		}
+	})
+	c.WaitReady()
+	return c
+}
+
+func (c *Cluster) start(i int) {
+	c.t.Helper()
+	o := *c.opts[i]
+	srv, err := server.NewServer(&o)
+	if err != nil {
+		c.t.Fatalf("brokertest: server %s: %v", c.names[i], err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(20 * time.Second) {
+		c.t.Fatalf("brokertest: server %s not ready", c.names[i])
+	}
+	c.mu.Lock()
+	c.srvs[i] = srv
+	c.mu.Unlock()
+}
+
+// URL is the client URLs of every server, comma-separated (what --nats
+// takes).
+func (c *Cluster) URL() string {
+	urls := make([]string, len(c.opts))
+	for i, o := range c.opts {
+		urls[i] = "nats://127.0.0.1:" + strconv.Itoa(o.Port)
+	}
+	return strings.Join(urls, ",")
+}
+
+// Server is server i (nil while it is down).
+func (c *Cluster) Server(i int) *server.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.srvs[i]
+}
+
+// Index is the index of the server named name, or -1.
+func (c *Cluster) Index(name string) int {
+	for i, n := range c.names {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Kill shuts server i down (its store stays for Restart).
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	srv := c.srvs[i]
+	c.srvs[i] = nil
+	c.mu.Unlock()
+	if srv != nil {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+}
+
+// Restart starts server i again on its ports and store.
+func (c *Cluster) Restart(i int) { c.start(i) }
+
+// WaitReady waits until every running server sees a JetStream meta leader.
+func (c *Cluster) WaitReady() {
+	c.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ready := true
+		for i := range c.srvs {
+			if srv := c.Server(i); srv != nil && (!srv.JetStreamIsClustered() || !srv.JetStreamIsCurrent()) {
+				ready = false
+			}
+		}
+		if ready && c.leader() != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("brokertest: the cluster has no JetStream meta leader")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the servers' state
+	}
+}
+
+// leader is the name of the JetStream meta leader, "" when there is none.
+func (c *Cluster) leader() string {
+	for i := range c.srvs {
+		if srv := c.Server(i); srv != nil && srv.JetStreamIsLeader() {
+			return c.names[i]
+		}
+	}
+	return ""
+}
