@@ -39,8 +39,10 @@ const consumerAckWait = 365 * 24 * time.Hour
 // maxAckPending bounds the envelopes a session holds unacknowledged.
 const maxAckPending = 1 << 20
 
-// consumerName is the session's consumer.
-const consumerName = "nodes"
+// ConsumerName is the session's durable consumer on its stream.
+const ConsumerName = "nodes"
+
+const consumerName = ConsumerName
 
 // route is where envelopes on one subject go.
 type route struct {

@@ -94,8 +94,9 @@ func TestBudgetRefusesEveryHeldEnvelope(t *testing.T) {
 		}
 	}
 	require.Len(t, refused, 3, "each envelope held is refused once")
-	// Every message the node received is acknowledged.
-	cons, err := l.broker.JetStream().Consumer(context.Background(), broker.StreamName(l.s.ID()), "n_worker")
+	// Every message the node received is acknowledged (the session's
+	// consumer reads for all its nodes).
+	cons, err := l.broker.JetStream().Consumer(context.Background(), broker.StreamName(l.s.ID()), actors.ConsumerName)
 	require.NoError(t, err)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
