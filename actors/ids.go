@@ -48,22 +48,31 @@ func NewIDKey() []byte {
 // use.
 type idSigner struct{ pool sync.Pool }
 
+// macState is one HMAC and its scratch space, reused through the pool.
+type macState struct {
+	h   hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
+}
+
 func newIDSigner(key []byte) *idSigner {
 	key = append([]byte(nil), key...)
 	g := &idSigner{}
-	g.pool.New = func() any { return hmac.New(sha256.New, key) }
+	g.pool.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
 	return g
 }
 
-// mac appends to buf the first idTagLen hex digits of the HMAC of s.
-func (g *idSigner) mac(buf []byte, s string) []byte {
-	h := g.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write([]byte(s))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	g.pool.Put(h)
-	return hex.AppendEncode(buf, sum[:idTagLen/2])
+// mac appends to buf the first idTagLen hex digits of the HMAC of
+// prefix+s.
+func (g *idSigner) mac(buf []byte, prefix, s string) []byte {
+	m := g.pool.Get().(*macState)
+	m.in = append(append(m.in[:0], prefix...), s...)
+	m.h.Reset()
+	m.h.Write(m.in)
+	sum := m.h.Sum(m.sum[:0])
+	buf = hex.AppendEncode(buf, sum[:idTagLen/2])
+	g.pool.Put(m)
+	return buf
 }
 
 // sign returns base with its signature.
@@ -71,7 +80,7 @@ func (g *idSigner) sign(base string) string {
 	buf := make([]byte, 0, len(base)+1+idTagLen)
 	buf = append(buf, base...)
 	buf = append(buf, '~')
-	return string(g.mac(buf, base))
+	return string(g.mac(buf, "", base))
 }
 
 // HeaderOwn carries, on every envelope the runtime publishes (System.Send),
@@ -84,7 +93,8 @@ const HeaderOwn = "Sy-Own"
 
 // proof is the HeaderOwn value of id.
 func (g *idSigner) proof(id string) string {
-	return string(g.mac(make([]byte, 0, idTagLen), "own\x00"+id))
+	var buf [idTagLen]byte
+	return string(g.mac(buf[:0], "own\x00", id))
 }
 
 // envelopeID is the id of the envelope a node's firing sends to target.

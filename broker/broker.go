@@ -124,6 +124,9 @@ func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 	case b.cfg.User != "":
 		all = append(all, nats.UserInfo(b.cfg.User, b.cfg.Password))
 	}
+	if b.cfg.TLSCA != "" {
+		all = append(all, nats.RootCAs(b.cfg.TLSCA))
+	}
 	nc, err := nats.Connect(b.cfg.URL, append(all, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: connect %s: %w", b.cfg.URL, err)

@@ -38,6 +38,9 @@ type Config struct {
 	// TLSCert and TLSKey enable TLS on the listener.
 	TLSCert string
 	TLSKey  string
+	// TLSCA is a PEM file of the CA that signed an external server's
+	// certificate (URL with tls://), for a connection to it.
+	TLSCA string
 	// ServerName names the embedded server.
 	ServerName string
 	// MaxStore bounds the embedded server's JetStream file storage, in

@@ -105,6 +105,19 @@ func (q *Queue) Ask(_ context.Context, qu *Question) (*Answer, error) {
 	return &Answer{Value: list[0], Text: list[0], By: "queue", At: time.Now()}, nil
 }
 
+// Remaining returns the answers not taken yet, per stage.
+func (q *Queue) Remaining() map[string][]string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := map[string][]string{}
+	for k, v := range q.answers {
+		if len(v) > 0 {
+			out[k] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
+
 // Callback answers through a function.
 type Callback func(ctx context.Context, q *Question) (*Answer, error)
 

@@ -40,7 +40,8 @@ import (
 // caches expire, as they would in a served session between bursts).
 // SWITCHYARD_BURSTS and SWITCHYARD_BURST_SIZE change the shape (default 10
 // bursts of 40,000); SWITCHYARD_HEAP_PROFILES=DIR writes a heap profile
-// after each burst.
+// after each burst; SWITCHYARD_BURST_DEBUG=1 logs the store's streams and
+// what the checkpoint keeps at the end.
 func BenchmarkBurstMemory(b *testing.B) {
 	bursts, size := envInt("SWITCHYARD_BURSTS", 10), envInt("SWITCHYARD_BURST_SIZE", 40000)
 	profiles := os.Getenv("SWITCHYARD_HEAP_PROFILES")
@@ -165,7 +166,14 @@ func burstMemory(b *testing.B, bursts, size int, idle time.Duration, profiles st
 			}
 		}
 	}
-	if os.Getenv("SWITCHYARD_STREAMS") != "" {
+	if os.Getenv("SWITCHYARD_BURST_DEBUG") != "" {
+		if cp, err := session.LoadCheckpoint(context.Background(), br, "mem", 0); err == nil {
+			per := map[string]int{}
+			for _, c := range cp.Consumed {
+				per[c.Node]++
+			}
+			b.Logf("checkpoint: %d consumed ids kept %v, floors %v, %d pending", len(cp.Consumed), per, cp.Floors, len(cp.Pending))
+		}
 		for name := range js.StreamNames(context.Background()).Name() {
 			st, err := js.Stream(context.Background(), name)
 			if err == nil {

@@ -197,9 +197,9 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	// last its record of itself (session.meta), which is what makes it
 	// exist — for resume, for the list of sessions, for "already exists".
 	// Whatever a crash leaves before that is not a session: resume says
-	// nothing was recorded, and the next start under the id removes it.
+	// nothing was recorded, and the next start under the id writes over it.
 	meta := &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
-		Input: cfg.Input, File: cfg.File, LogsDir: s.cfg.LogsDir, WorkDir: s.cfg.WorkDir}
+		Input: cfg.Input, File: cfg.File, LogsDir: absDir(s.cfg.LogsDir), WorkDir: absDir(s.cfg.WorkDir)}
 	if err := s.jr.recordGraph(ctx, cfg.Graph.DOT()); err != nil {
 		s.abandon()
 		return nil, err
@@ -302,8 +302,17 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 			env.SessionId = cfg.ID
 		}
 		if err := s.jr.forked(ctx, &Meta{ID: cfg.ID, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started,
-			ForkOf: cfg.ForkOf, ForkAt: cp.Seq}, cfg.Graph.DOT()); err != nil {
+			ForkOf: cfg.ForkOf, ForkAt: cp.Seq, File: cfg.File, LogsDir: absDir(s.cfg.LogsDir), WorkDir: absDir(s.cfg.WorkDir)},
+			cfg.Graph.DOT()); err != nil {
 			s.abandon()
+			return nil, err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.cfg.LogsDir, "manifest.json")); s.cfg.LogsDir != "" && (cfg.ForkOf != "" || os.IsNotExist(err)) {
+		// A fork's run directory is its own; a resumed session's gets the
+		// manifest it lacks (a directory other than the first run's).
+		if err := s.writeManifest(); err != nil {
+			s.Stop()
 			return nil, err
 		}
 	}
@@ -673,6 +682,18 @@ func (s *Session) leaseLost(err error) {
 
 // Report returns the report so far.
 func (s *Session) Report() *Report { return s.report.result() }
+
+// absDir is dir made absolute (as recorded in a durable session's meta,
+// for a resume from another directory); "" stays "".
+func absDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}
 
 func (s *Session) writeManifest() error {
 	if s.cfg.LogsDir == "" {

@@ -130,31 +130,68 @@ func serveResumed(ctx context.Context, cfg session.Config, g *graph.Graph, file 
 }
 
 func newHistoryCmd() *cobra.Command {
-	var nats, data string
+	sf := &storeFlags{}
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "history SESSION",
 		Short: "List a durable session's checkpoints (node, time, outcome)",
 		Args:  sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withStore(cmd, nats, data, func(ctx context.Context, b *broker.Broker) error {
+			return withStore(cmd, sf, func(ctx context.Context, b *broker.Broker) error {
 				return printHistory(ctx, cmd.OutOrStdout(), b, args[0], asJSON)
 			})
 		},
 	}
-	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the session ran on (default: the embedded one on --data)")
-	cmd.Flags().StringVar(&data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	sf.add(cmd, "the NATS server the session ran on (default: the embedded one on --data)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per checkpoint")
 	return cmd
 }
 
+// storeFlags are how the commands that read or write sessions' stores
+// (history, gc) reach them: the embedded server on --data, or --nats with
+// a credential, as for the other remote commands.
+type storeFlags struct {
+	nats, data                   string
+	token, user, password, tlsCA string
+}
+
+func (sf *storeFlags) add(cmd *cobra.Command, natsHelp string) {
+	fl := cmd.Flags()
+	fl.StringVar(&sf.nats, "nats", "", natsHelp)
+	fl.StringVar(&sf.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	sf.addCredentials(cmd)
+}
+
+// addCredentials adds --token, --user, --password and --tls-ca, for a
+// --nats server.
+func (sf *storeFlags) addCredentials(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&sf.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "with --nats: credential token (env SWITCHYARD_TOKEN); a served listener's stores need the admin token")
+	fl.StringVar(&sf.user, "user", os.Getenv("SWITCHYARD_USER"), "with --nats: user name (env SWITCHYARD_USER)")
+	fl.StringVar(&sf.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "with --nats: password (env SWITCHYARD_PASSWORD)")
+	fl.StringVar(&sf.tlsCA, "tls-ca", os.Getenv("SWITCHYARD_TLS_CA"), "with --nats: PEM file of the CA that signed the server's TLS certificate (env SWITCHYARD_TLS_CA)")
+}
+
+// config is the broker configuration the flags give.
+func (sf *storeFlags) config() broker.Config {
+	cfg := broker.DefaultConfig()
+	cfg.URL = sf.nats
+	if sf.data != "" {
+		cfg.DataDir = sf.data
+	}
+	if sf.nats != "" {
+		cfg.Token, cfg.User, cfg.Password, cfg.TLSCA = sf.token, sf.user, sf.password, sf.tlsCA
+	}
+	return cfg
+}
+
 // withStore runs f with the store of --nats or --data open.
-func withStore(cmd *cobra.Command, nats, data string, f func(ctx context.Context, b *broker.Broker) error) error {
+func withStore(cmd *cobra.Command, sf *storeFlags, f func(ctx context.Context, b *broker.Broker) error) error {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b, err := openStore(ctx, nats, data)
+	b, err := openStore(ctx, sf.config(), cmd.Name())
 	if err != nil {
 		return err
 	}
@@ -188,19 +225,38 @@ func printHistory(ctx context.Context, out io.Writer, b *broker.Broker, id strin
 	return w.Flush()
 }
 
-// openStore starts the embedded server on data (or connects to nats) to
-// read sessions' stores.
-func openStore(ctx context.Context, nats, data string) (*broker.Broker, error) {
-	cfg := broker.DefaultConfig()
-	cfg.URL = nats
-	if data != "" {
-		cfg.DataDir = data
+// openStore starts the embedded server on cfg's data directory (or
+// connects to cfg's server) to read and write sessions' stores. On a
+// server whose credential may not use JetStream (an outside token of a
+// served listener) it says so rather than timing out.
+func openStore(ctx context.Context, cfg broker.Config, command string) (*broker.Broker, error) {
+	if cfg.URL != "" {
+		if err := checkStoreAccess(cfg, command); err != nil {
+			return nil, err
+		}
 	}
 	b, err := broker.Start(ctx, cfg)
 	if err != nil {
 		return nil, &exitError{code: 1, err: err}
 	}
 	return b, nil
+}
+
+// checkStoreAccess asks the server for JetStream's account information
+// with cfg's credential: a permissions violation means the credential is
+// not the admin one.
+func checkStoreAccess(cfg broker.Config, command string) error {
+	c := &connFlags{url: cfg.URL, token: cfg.Token, user: cfg.User, password: cfg.Password, tlsCA: cfg.TLSCA, timeout: 5 * time.Second}
+	nc, denied, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_, err = requestOrDenied(nc, denied, "$JS.API.INFO", nil, c.timeout)
+	if errors.Is(err, errPermissionDenied) {
+		return &exitError{code: 1, err: fmt.Errorf("%s: %w (the sessions' store on %s)", command, err, cfg.URL)}
+	}
+	return nil // anything else shows when the store is used
 }
 
 // startOrResume starts a served session, or resumes it when the store has
@@ -216,7 +272,7 @@ func startOrResume(ctx context.Context, f *serveFlags, cfg session.Config, stder
 }
 
 func newGCCmd() *cobra.Command {
-	var nats, data string
+	sf := &storeFlags{}
 	var retain time.Duration
 	var dryRun bool
 	cmd := &cobra.Command{
@@ -230,7 +286,7 @@ sessions are never removed. run and serve do the same on start.`,
 			if err := checkRetain(retain); err != nil {
 				return err
 			}
-			return withStore(cmd, nats, data, func(ctx context.Context, b *broker.Broker) error {
+			return withStore(cmd, sf, func(ctx context.Context, b *broker.Broker) error {
 				removed, err := session.GC(ctx, b, retain, time.Now(), dryRun)
 				verb := "removed"
 				if dryRun {
@@ -246,8 +302,7 @@ sessions are never removed. run and serve do the same on start.`,
 			})
 		},
 	}
-	cmd.Flags().StringVar(&nats, "nats", "", "the NATS server the sessions run on (default: the embedded one on --data)")
-	cmd.Flags().StringVar(&data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
+	sf.add(cmd, "the NATS server the sessions run on (default: the embedded one on --data)")
 	cmd.Flags().DurationVar(&retain, "retain", session.DefaultRetain, "keep completed sessions this long")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed")
 	return cmd

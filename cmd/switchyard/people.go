@@ -184,7 +184,10 @@ An answer sent before the question is asked is kept for it.`,
 			// A request: the session checks the answer against the gate's
 			// options and replies; a refusal is exit code 2.
 			data, _ := json.Marshal(session.AnswerMessage{Node: args[1], Choice: args[2], By: by})
-			msg, err := nc.Request(broker.Control(args[0], "answer"), data, c.timeout)
+			msg, err := requestOrDenied(nc, c.denied, broker.Control(args[0], "answer"), data, c.timeout)
+			if errors.Is(err, errPermissionDenied) {
+				return &exitError{code: 1, err: err}
+			}
 			if err != nil {
 				if errors.Is(err, nats.ErrNoResponders) {
 					return &exitError{code: 1, err: fmt.Errorf("no session %s on %s", args[0], c.url)}
@@ -258,6 +261,10 @@ func newSessionsCmd() *cobra.Command {
 		collect:
 			for {
 				select {
+				case err := <-c.denied:
+					if len(all) == 0 {
+						return &exitError{code: 1, err: fmt.Errorf("%w: %v", errPermissionDenied, err)}
+					}
 				case m := <-ch:
 					var list []SessionInfo
 					if json.Unmarshal(m.Data, &list) == nil {

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +26,7 @@ type connFlags struct {
 	url, token, user, password string
 	tlsCA                      string
 	timeout                    time.Duration
+	denied                     chan error // set by connect
 }
 
 func (c *connFlags) add(cmd *cobra.Command) {
@@ -35,11 +39,22 @@ func (c *connFlags) add(cmd *cobra.Command) {
 }
 
 func (c *connFlags) connect() (*nats.Conn, error) {
+	nc, denied, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.denied = denied
+	return nc, nil
+}
+
+// dial connects with the flags' credential; the channel receives the
+// permissions violations the server reports for this connection.
+func (c *connFlags) dial() (*nats.Conn, chan error, error) {
 	if c.url == "" {
-		return nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
+		return nil, nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
 	}
 	if c.timeout <= 0 {
-		return nil, usageErr(fmt.Errorf("--timeout %s: want a positive duration", c.timeout))
+		return nil, nil, usageErr(fmt.Errorf("--timeout %s: want a positive duration", c.timeout))
 	}
 	// A private reply inbox: with an outside credential no other client
 	// may read this connection's replies (docs/security.md).
@@ -53,11 +68,51 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 	case c.user != "":
 		opts = append(opts, nats.UserInfo(c.user, c.password))
 	}
+	denied := make(chan error, 1)
+	opts = append(opts, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if isPermissionViolation(err) {
+			select {
+			case denied <- err:
+			default:
+			}
+		}
+	}))
 	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
-		return nil, &exitError{code: 1, err: fmt.Errorf("connect %s: %w", c.url, err)}
+		return nil, nil, &exitError{code: 1, err: fmt.Errorf("connect %s: %w", c.url, err)}
 	}
-	return nc, nil
+	return nc, denied, nil
+}
+
+// errPermissionDenied is what a command says when its credential may not
+// do what it asks (an outside token where the admin one is needed).
+var errPermissionDenied = errors.New("permission denied: needs the admin credential (serve's --admin-token)")
+
+func isPermissionViolation(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(fmt.Sprint(err)), "permissions violation")
+}
+
+// requestOrDenied is a request that fails at once with errPermissionDenied
+// when the server refuses the credential its publish or its reply.
+func requestOrDenied(nc *nats.Conn, denied <-chan error, subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var refused atomic.Bool
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case <-denied:
+			refused.Store(true)
+			cancel()
+		case <-stop:
+		}
+	}()
+	msg, err := nc.RequestWithContext(ctx, subject, data)
+	if err != nil && (refused.Load() || isPermissionViolation(err)) {
+		return nil, errPermissionDenied
+	}
+	return msg, err
 }
 
 func request(c *connFlags, subject string, payload any) ([]byte, error) {
@@ -67,7 +122,10 @@ func request(c *connFlags, subject string, payload any) ([]byte, error) {
 	}
 	defer nc.Close()
 	data, _ := json.Marshal(payload)
-	msg, err := nc.Request(subject, data, c.timeout)
+	msg, err := requestOrDenied(nc, c.denied, subject, data, c.timeout)
+	if errors.Is(err, errPermissionDenied) {
+		return nil, &exitError{code: 1, err: err}
+	}
 	if err != nil {
 		return nil, &exitError{code: 1, err: fmt.Errorf("no answer on %s: %w (is the session running?)", subject, err)}
 	}

@@ -37,7 +37,7 @@ func TestExplainAndTrigger(t *testing.T) {
 
 	code, _, errOut = cli(t, "trigger", s.ID(), "m", "--nats", b.ClientURL(), "--token", "outside", "--timeout", "300ms")
 	require.Equal(t, 1, code, "outside users may not publish on control subjects")
-	require.Contains(t, errOut, "no answer")
+	require.Contains(t, errOut, "permission denied: needs the admin credential")
 
 	code, out, errOut = cli(t, "trigger", s.ID(), "m", "--nats", b.ClientURL(), "--token", "admin")
 	require.Equal(t, 0, code, errOut)

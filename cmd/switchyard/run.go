@@ -37,10 +37,13 @@ type runFlags struct {
 	provider string
 	nats     string
 	data     string
+	creds    storeFlags // --user, --password, --tls-ca for --nats (--token is token)
 	json     bool
 	resume   string
 	durable  bool
 	id       string
+	// durableSet: --durable was given (else --resume DIR finds out).
+	durableSet bool
 
 	replicas int
 
@@ -73,6 +76,7 @@ fails, 2 for invalid input or usage.`,
 			if err := checkSessionID("--id", f.id); err != nil {
 				return err
 			}
+			f.durableSet = cmd.Flags().Changed("durable")
 			if err := checkRetain(f.retain); err != nil {
 				return err
 			}
@@ -100,6 +104,10 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
 	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
 	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of the session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
+	// --token (below) is also the --nats credential.
+	fl.StringVar(&f.creds.user, "user", os.Getenv("SWITCHYARD_USER"), "with --nats: user name (env SWITCHYARD_USER)")
+	fl.StringVar(&f.creds.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "with --nats: password (env SWITCHYARD_PASSWORD)")
+	fl.StringVar(&f.creds.tlsCA, "tls-ca", os.Getenv("SWITCHYARD_TLS_CA"), "with --nats: PEM file of the CA that signed the server's TLS certificate (env SWITCHYARD_TLS_CA)")
 	fl.StringVar(&f.data, "data", "", "JetStream data directory of the embedded server (default: the user's state dir)")
 	fl.BoolVar(&f.json, "json", false, "print one JSON object per event on stdout")
 	f.web.add(cmd)
@@ -175,17 +183,15 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	bcfg := broker.DefaultConfig()
-	bcfg.URL = f.nats
-	if f.nats != "" {
-		bcfg.Token = f.token
+	sf := f.creds
+	sf.nats, sf.data, sf.token = f.nats, f.data, f.token
+	command := "run"
+	if f.resumeID != "" {
+		command = "resume"
 	}
-	if f.data != "" {
-		bcfg.DataDir = f.data
-	}
-	b, err := broker.Start(ctx, bcfg)
+	b, err := openStore(ctx, sf.config(), command)
 	if err != nil {
-		return &exitError{code: 1, err: err}
+		return err
 	}
 	defer b.Close()
 	obs, err := startObservers(ctx, &f.web, webCreds{token: f.token, admin: f.adminToken}, b, f.provider, stderr)
@@ -209,7 +215,8 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		}
 	}
 
-	var iv nodes.Interviewer = nodes.NewQueue(answers)
+	queue := nodes.NewQueue(answers)
+	var iv nodes.Interviewer = queue
 	switch {
 	case obs.answersOnPage():
 		// Gates without a pre-set answer wait for the web page's
@@ -220,7 +227,12 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		iv = session.Fallback(iv, noTerminal{})
 	}
 	id := f.id
-	if id == "" {
+	switch {
+	case f.forkAs != "":
+		id = f.forkAs
+	case f.resumeID != "":
+		id = f.resumeID
+	case id == "":
 		id = session.NewID()
 	}
 	logs := f.logs
@@ -229,6 +241,16 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 	if logs == "" {
 		logs = filepath.Join(".switchyard", "runs", id)
+	}
+	if f.resumeID != "" && f.logs == "" {
+		// A session resumes in the run directory it recorded; a fork gets
+		// its own next to it (<runs>/<new id>).
+		if m, err := session.ReadMeta(ctx, b, f.resumeID); err == nil && m.LogsDir != "" {
+			logs = m.LogsDir
+			if f.forkAs != "" {
+				logs = filepath.Join(filepath.Dir(m.LogsDir), f.forkAs)
+			}
+		}
 	}
 	var render func(*pb.Event)
 	if f.json {
@@ -260,12 +282,11 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	switch {
 	case f.resumeID != "":
 		cfg.ID, cfg.Durable = f.resumeID, true
-		if m, err := session.ReadMeta(ctx, b, f.resumeID); err == nil && f.forkAs == "" {
-			// Where it ran before, unless told otherwise.
-			if f.logs == "" && m.LogsDir != "" {
-				cfg.LogsDir = m.LogsDir
-			}
-			if f.workdir == "" {
+		if m, err := session.ReadMeta(ctx, b, f.resumeID); err == nil {
+			// Where it worked before, unless told otherwise: a fork too,
+			// unless that was the original's own run directory (the
+			// default), where the fork works in its own.
+			if f.workdir == "" && (f.forkAs == "" || m.WorkDir != m.LogsDir) {
 				cfg.WorkDir = m.WorkDir
 			}
 			cfg.File = m.File
@@ -275,8 +296,16 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		}
 	case f.resume != "":
 		cfg.ID = f.id // the checkpoint's id unless --id is given
+		sid := runDirSession(f.resume)
+		if cfg.Durable && !f.durableSet && sid != "" {
+			// A run directory of a --durable=false run resumes as one:
+			// the store has no record of its session.
+			if _, err := session.ReadMeta(ctx, b, sid); errors.Is(err, session.ErrNoCheckpoint) {
+				cfg.Durable = false
+			}
+		}
 		if cfg.Durable && cfg.ID == "" {
-			cfg.ID = runDirSession(f.resume)
+			cfg.ID = sid
 		}
 		if cfg.ID == "" {
 			if cp, err := session.ReadCheckpoint(f.resume); err == nil {
@@ -304,14 +333,11 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	defer obs.add(s, file)()
 	rep, err := s.Wait(ctx)
 	if !f.json {
-		printSummary(stderr, rep, logs)
+		printSummary(stderr, rep, cfg.LogsDir)
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
-			if cfg.Durable {
-				return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: switchyard resume %s", s.ID())}
-			}
-			return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: switchyard run %s --resume %s", file, logs)}
+			return &exitError{code: 1, err: fmt.Errorf("interrupted; resume with: %s", resumeCommand(f, file, s.ID(), cfg, queue))}
 		}
 		return &exitError{code: 1, err: err}
 	}
@@ -319,6 +345,72 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// resumeCommand is the whole command that continues an interrupted run:
+// the session by id (durable) or the run directory (not), with the flags
+// that shaped the run and are not recorded — the store, the agents'
+// configuration, the answers not used yet, the output format.
+func resumeCommand(f *runFlags, file, id string, cfg session.Config, queue *nodes.Queue) string {
+	var args []string
+	if cfg.Durable {
+		args = []string{"switchyard", "resume", id}
+		if f.nats != "" {
+			args = append(args, "--nats", f.nats)
+			if f.token != "" {
+				args = append(args, "--token", "<token>")
+			} else if f.creds.user != "" {
+				args = append(args, "--user", f.creds.user, "--password", "<password>")
+			}
+			if f.creds.tlsCA != "" {
+				args = append(args, "--tls-ca", f.creds.tlsCA)
+			}
+		} else if f.data != "" {
+			args = append(args, "--data", f.data)
+		}
+	} else {
+		args = []string{"switchyard", "run", file, "--resume", cfg.LogsDir, "--durable=false"}
+		if f.id != "" {
+			args = append(args, "--id", f.id)
+		}
+		if f.data != "" {
+			args = append(args, "--data", f.data)
+		}
+	}
+	for _, fl := range []struct{ name, value string }{{"--mock", f.mock}, {"--roles", f.roles}, {"--prices", f.prices}} {
+		if fl.value != "" {
+			args = append(args, fl.name, fl.value)
+		}
+	}
+	if f.provider != "" && f.provider != "mock" {
+		args = append(args, "--provider", f.provider)
+	}
+	left := queue.Remaining()
+	for _, node := range sortedKeys(left) {
+		for _, choice := range left[node] {
+			args = append(args, "--answer", node+"="+choice)
+		}
+	}
+	if f.json {
+		args = append(args, "--json")
+	}
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%<>", r))
+	}) < 0 && !strings.ContainsAny(s, "<>") {
+		return s
+	}
+	if s == "<token>" || s == "<password>" {
+		return s // placeholders for the secret, to fill in
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // printSummary is the final report a person reads.

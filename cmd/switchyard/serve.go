@@ -283,6 +283,10 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	}
 	if url := b.ClientURL(); url != "" {
 		fmt.Fprintf(stderr, "outside clients connect to %s\n", url)
+		if f.listen != "" && f.adminToken == "" {
+			fmt.Fprintln(stderr, "warning: no --admin-token (env SWITCHYARD_ADMIN_TOKEN): the outside credential may publish and watch, "+
+				"but no one can answer, trigger, stop or edit these sessions, nor read their stores, over the listener")
+		}
 	}
 	for running := served; running > 0; {
 		select {
