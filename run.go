@@ -27,7 +27,9 @@ import (
 // (unless WithoutCheckpoints or WithCheckpoint). The caller of ctx
 // (nodes.WithCaller) reaches every node. If ctx ends first, the session is
 // stopped (its checkpoint stays, see Resume) and the report so far is
-// returned with ctx's error.
+// returned with ctx's error. A run that failed (Report.Status RunFail)
+// returns its report and a *RunError that names the node and wraps the
+// cause: errors.Is(err, scheduler.ErrBudgetExceeded) and the like.
 //
 // Run always returns a report: when the session could not be started (a
 // graph that does not build, a broker that cannot start, ctx ending before
@@ -329,17 +331,21 @@ func (e *Execution) pump() {
 }
 
 // Wait blocks until the session ends (or ctx does: the session is then
-// stopped, its checkpoint kept) and returns its report.
+// stopped, its checkpoint kept) and returns its report. A run that failed
+// also returns a *RunError naming the node and wrapping the cause
+// (errors.Is(err, scheduler.ErrBudgetExceeded)...); a run stopped by ctx
+// returns ctx's error.
 func (e *Execution) Wait(ctx context.Context) (*Report, error) {
 	select {
 	case <-e.s.Done():
 	case <-ctx.Done():
 	}
 	rep := e.finish()
-	if err := ctx.Err(); err != nil && rep.Status == "running" {
+	if err := ctx.Err(); err != nil && rep.Status == RunRunning {
 		return rep, err
 	}
-	return rep, nil
+	sr := e.s.Report()
+	return rep, runError(rep, sr.FailedNode, sr.Cause)
 }
 
 // Stop stops the session where it is, leaving its checkpoint (Resume goes
@@ -431,9 +437,9 @@ func (e *Execution) closeBroker() {
 // Report is the result of a session.
 type Report struct {
 	SessionID string
-	// Status is success or fail; running when the session was stopped
-	// before it ended (it can be resumed).
-	Status string
+	// Status is RunSuccess or RunFail; RunRunning when the session was
+	// stopped before it ended (it can be resumed).
+	Status RunStatus
 	Reason string
 	// Result is the last output and the metadata that reached the end: at
 	// the exit node when the session got there, else the last output
@@ -443,18 +449,6 @@ type Report struct {
 	Usage    Usage
 	Duration time.Duration
 }
-
-// NodeStatus is a node's status in a report.
-type NodeStatus string
-
-// Node statuses. A node that never ran is skipped; custom statuses an agent
-// reported are kept verbatim.
-const (
-	NodeSuccess NodeStatus = "success"
-	NodePartial NodeStatus = "partial_success"
-	NodeFailed  NodeStatus = "failed"
-	NodeSkipped NodeStatus = "skipped"
-)
 
 // NodeReport is what a session did at one node.
 type NodeReport struct {
@@ -492,9 +486,6 @@ func (e *Execution) buildReport(sr *session.Report) *Report {
 	for _, n := range sr.Nodes {
 		seen[n.Node] = true
 		st := NodeStatus(n.Status)
-		if st == "fail" {
-			st = NodeFailed
-		}
 		out, ok := e.outputs[n.Node]
 		if !ok {
 			out = n.Output

@@ -186,7 +186,14 @@ func TestErrorPolicies(t *testing.T) {
 				Chain("before", "flaky", "after")
 			rep, err := switchyard.Run(testCtx(t), g, switchyard.Message{Text: "x"}, switchyard.WithBackoff(func(int) time.Duration { return 0 }),
 				switchyard.WithHooks(switchyard.Hooks{OnError: func(ev switchyard.Event) { errs = append(errs, ev.Kind+":"+ev.Node) }}))
-			require.NoError(t, err)
+			if tc.session == "fail" {
+				var re *switchyard.RunError
+				require.ErrorAs(t, err, &re, "a failed run returns a RunError")
+				require.Equal(t, "flaky", re.Node())
+				require.ErrorIs(t, err, switchyard.ErrNodeFailed)
+			} else {
+				require.NoError(t, err)
+			}
 			require.Equal(t, tc.session, rep.Status, rep.Reason)
 			n := rep.Node("flaky")
 			require.Equal(t, tc.status, n.Status)

@@ -39,6 +39,11 @@ type Terminal struct {
 	// Final is true when the whole run ends here, whatever other tokens are
 	// live (a failed pipeline, a stop for max iterations).
 	Final bool
+	// Cause is why a failed run failed, for errors.Is: a scheduler stop
+	// (scheduler.ErrBudgetExceeded, ErrMaxIterations, ErrStalled), a node
+	// timeout (context.DeadlineExceeded), or nil (the node failed). It is
+	// not journaled.
+	Cause error
 }
 
 // Journal records firings. Implementations are called from actor

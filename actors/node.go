@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -30,11 +29,18 @@ type delivery struct {
 	seq  uint64        // its stream sequence
 }
 
-// Causes of a handler's cancellation by the scheduler.
+// Causes of a handler's cancellation by the scheduler; both are
+// scheduler.ErrBudgetExceeded for errors.Is.
 var (
-	errBudgetCancel = errors.New("cancelled: a budget was spent during the run")
-	errTimeBudget   = errors.New("cancelled: the time budget ran out during the run")
+	errBudgetCancel error = budgetError("cancelled: a budget was spent during the run")
+	errTimeBudget   error = budgetError("cancelled: the time budget ran out during the run")
 )
+
+// budgetError is a budget's cancellation of a run.
+type budgetError string
+
+func (e budgetError) Error() string        { return string(e) }
+func (e budgetError) Is(target error) bool { return target == scheduler.ErrBudgetExceeded }
 
 // trigger is an explicit trigger of the node.
 type trigger struct{ env *pb.Envelope }
@@ -464,7 +470,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 			for len(a.queue) > 0 {
 				batch = a.queue[0]
 				a.queue = a.queue[1:]
-				a.refuse(batch, w.Reason)
+				a.refuse(batch, w.Reason, w.Err)
 				if len(a.queue) == 0 {
 					a.take()
 				}
@@ -526,7 +532,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 // refuse consumes a batch the scheduler will never run: in a pipeline the
 // run fails with the reason; in a session the envelopes are consumed with
 // the refusal on record (an event, never a silent drop).
-func (a *nodeActor) refuse(batch []*pb.Envelope, reason string) {
+func (a *nodeActor) refuse(batch []*pb.Envelope, reason string, cause error) {
 	ids := make([]string, len(batch))
 	for i, e := range batch {
 		ids[i] = e.GetId()
@@ -535,7 +541,7 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string) {
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
 	var t *Terminal
 	if a.s.graph().Kind() != "session" {
-		t = &Terminal{Status: "fail", Reason: reason, Final: true}
+		t = &Terminal{Status: "fail", Reason: reason, Final: true, Cause: cause}
 	}
 	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
 		Context: batch[0].GetContext(), Seqs: a.seqsOf(ids), Floor: a.floor()}

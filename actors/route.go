@@ -103,6 +103,9 @@ func (a *nodeActor) finish(m *runDone) bool {
 	recordUpdates(bs, updates)
 
 	hops, term := a.route(job, o, ctx, bs)
+	if term != nil && term.Status == "fail" && term.Cause == nil {
+		term.Cause = j.cause
+	}
 	consumed := make([]string, len(job.batch))
 	for i, e := range job.batch {
 		consumed[i] = e.GetId()

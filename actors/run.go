@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard/switchyard/edges"
@@ -24,6 +25,7 @@ type runResult struct {
 	outcome  *nodes.Outcome
 	attempts int
 	dur      time.Duration
+	cause    error // why it failed, for errors.Is (Terminal.Cause); nil when unknown
 }
 
 // run executes the handler on a System goroutine, retrying as the node's
@@ -53,6 +55,11 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 			res.outcome = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: reason, Usage: res.outcome.Usage}
 		}
 		j.artifacts = arts
+	}
+	if cause := budgetCause(ctx); cause != nil {
+		res.cause = cause
+	} else if res.outcome.Status == nodes.StatusFail && strings.HasPrefix(res.outcome.FailureReason, "timeout: ") {
+		res.cause = context.DeadlineExceeded
 	}
 	if cause := budgetCause(ctx); cause != nil && res.outcome.Status != nodes.StatusFail {
 		// A budget ran out during the run: the firing fails with it, even

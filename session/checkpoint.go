@@ -108,6 +108,7 @@ type journal struct {
 
 	consumed   []ConsumedEnvelope // consumed above their node's floor
 	floors     map[string]uint64  // acknowledgement floor per node
+	trimmed    map[string]uint64  // the floor up to which the work stream was purged, per node
 	lastStatus string             // status of the last committed firing
 	kv         jetstream.KeyValue
 	js         jetstream.JetStream // to write a batch of records at once

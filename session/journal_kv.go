@@ -126,8 +126,11 @@ func (j *journal) flushLocked(ctx context.Context) error {
 		if err := j.writeSnapshotLocked(ctx); err != nil {
 			return err
 		}
-		if last.seq/compactEvery != (batch[0].seq-1)/compactEvery && last.seq > uint64(JournalKeep) {
-			j.compactLocked(ctx)
+		if last.seq/compactEvery != (batch[0].seq-1)/compactEvery {
+			if last.seq > uint64(JournalKeep) {
+				j.compactLocked(ctx)
+			}
+			j.trimLocked(ctx)
 		}
 	}
 	if j.onSaved != nil {
@@ -150,6 +153,39 @@ func (j *journal) compactLocked(ctx context.Context) {
 		return
 	}
 	_ = stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+j.kv.Bucket()+".journal.>"), jetstream.WithPurgeKeep(uint64(JournalKeep)))
+}
+
+// trimLocked purges from the session's work stream what every node has
+// consumed: the messages of a node's inbox and incoming edges at or below
+// its acknowledgement floor, which no resume delivers again (its consumer
+// starts above the floor). What a node has not consumed stays, so the
+// stream holds the work in flight, not the session's past. A failure is
+// made good by the next trim.
+func (j *journal) trimLocked(ctx context.Context) {
+	if len(j.floors) == 0 {
+		return
+	}
+	stream, err := j.js.Stream(ctx, broker.StreamName(j.sess))
+	if err != nil {
+		return
+	}
+	if j.trimmed == nil {
+		j.trimmed = map[string]uint64{}
+	}
+	for node, floor := range j.floors {
+		if floor <= j.trimmed[node] {
+			continue
+		}
+		ok := true
+		for _, subj := range []string{broker.NodeIn(j.sess, node), broker.Edge(j.sess, "*."+node), broker.Edge(j.sess, "*."+node+".*")} {
+			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(floor+1)); err != nil {
+				ok = false
+			}
+		}
+		if ok {
+			j.trimmed[node] = floor
+		}
+	}
 }
 
 // firstRecord is the sequence number of the oldest journal record kept (0

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/scheduler"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -158,6 +159,8 @@ func TestBudgetCrossedDuringRunFailsWithTheBudget(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, "fail", rep.Status)
 				require.Contains(t, rep.Reason, "a budget was spent during the run")
+				require.Equal(t, "spend", rep.FailedNode)
+				require.ErrorIs(t, rep.Cause, scheduler.ErrBudgetExceeded)
 			}
 		})
 	}

@@ -25,9 +25,14 @@ type Report struct {
 	SessionID string
 	Status    string // success, fail, or running
 	Reason    string
-	Duration  time.Duration
-	Nodes     []NodeReport // in order of first visit
-	Usage     nodes.Usage
+	// FailedNode is the node whose failure ended a failed run ("" when none did:
+	// a stall, a fatal error); Cause is why, for errors.Is (nil when the
+	// node simply failed): see CauseError.
+	FailedNode string
+	Cause      error
+	Duration   time.Duration
+	Nodes      []NodeReport // in order of first visit
+	Usage      nodes.Usage
 }
 
 // Node returns the report of one node, or nil.
@@ -77,6 +82,14 @@ func (r *reporter) observe(ev *pb.Event) {
 	case "session.completed":
 		r.rep.Status = ev.GetStatus()
 		r.rep.Reason = ev.GetMessage()
+		for _, kv := range ev.GetAttrs() {
+			switch kv.GetKey() {
+			case "cause":
+				r.rep.Cause = CauseError(kv.GetValue())
+			case "failed_node":
+				r.rep.FailedNode = kv.GetValue()
+			}
+		}
 		r.rep.Duration = time.Duration(ev.GetDurationMs()) * time.Millisecond
 	}
 }

@@ -133,8 +133,13 @@ type Session struct {
 	loopDone chan struct{}
 	finish   sync.Once
 	started  time.Time
-	resumed  []*pb.Envelope // pending envelopes of the checkpoint resumed from
-	lease    *lease         // a durable session's lease, released by Stop
+	// failNode and failCause say which node's failure ended the run, and
+	// why (Report.Node, Report.Cause); guarded by failMu.
+	failMu    sync.Mutex
+	failNode  string
+	failCause error
+	resumed   []*pb.Envelope // pending envelopes of the checkpoint resumed from
+	lease     *lease         // a durable session's lease, released by Stop
 	// created is set for a new durable session (a start or a fork): until
 	// it is recorded, abandon removes what it wrote.
 	created bool
@@ -479,7 +484,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		Threads:    threadsOf(cp),
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
-		OnStall: func(reason string) { s.complete("fail", reason) },
+		OnStall: func(reason string) { s.noteFailure("", scheduler.ErrStalled); s.complete("fail", reason) },
 		OnFatal: func(reason string) { s.complete("fail", reason) },
 		// The session sees its own events in process (other watchers read
 		// them on NATS); the event loop decouples the observer.
@@ -574,6 +579,9 @@ func (s *Session) clock() clock.Clock { return s.cfg.Clock }
 
 // onTerminal is called by a node actor when a token's path ends.
 func (s *Session) onTerminal(node string, t *actors.Terminal) {
+	if t != nil && t.Status == "fail" {
+		s.noteFailure(node, t.Cause)
+	}
 	if done, status, reason := s.jr.done(); done {
 		s.complete(status, reason)
 	}
@@ -583,9 +591,70 @@ func (s *Session) onTerminal(node string, t *actors.Terminal) {
 // when it sees it, so every earlier event has been observed by then.
 func (s *Session) complete(status, reason string) {
 	s.finish.Do(func() {
-		s.sys.Emit(&pb.Event{Kind: "session.completed", Status: status, Message: reason,
-			DurationMs: s.clock().Now().Sub(s.started).Milliseconds()})
+		ev := &pb.Event{Kind: "session.completed", Status: status, Message: reason,
+			DurationMs: s.clock().Now().Sub(s.started).Milliseconds()}
+		if status == "fail" {
+			s.failMu.Lock()
+			if s.failNode != "" {
+				ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failed_node", Value: s.failNode})
+			}
+			if c := CauseCode(s.failCause); c != "" {
+				ev.Attrs = append(ev.Attrs, &pb.KV{Key: "cause", Value: c})
+			}
+			s.failMu.Unlock()
+		}
+		s.sys.Emit(ev)
 	})
+}
+
+// noteFailure remembers the first failure that ends the run.
+func (s *Session) noteFailure(node string, cause error) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.failNode == "" && s.failCause == nil {
+		s.failNode, s.failCause = node, cause
+	}
+}
+
+// Cause codes: the cause attribute of a failed session.completed event.
+const (
+	CauseBudgetExceeded = "budget_exceeded" // scheduler.ErrBudgetExceeded
+	CauseMaxIterations  = "max_iterations"  // scheduler.ErrMaxIterations
+	CauseStalled        = "stalled"         // scheduler.ErrStalled
+	CauseTimeout        = "timeout"         // context.DeadlineExceeded: a node's timeout
+)
+
+// CauseCode is the cause code of err ("" when it is none of them).
+func CauseCode(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, scheduler.ErrBudgetExceeded):
+		return CauseBudgetExceeded
+	case errors.Is(err, scheduler.ErrMaxIterations):
+		return CauseMaxIterations
+	case errors.Is(err, scheduler.ErrStalled):
+		return CauseStalled
+	case errors.Is(err, context.DeadlineExceeded):
+		return CauseTimeout
+	}
+	return ""
+}
+
+// CauseError is the error a cause code stands for (nil for "" or an
+// unknown code).
+func CauseError(code string) error {
+	switch code {
+	case CauseBudgetExceeded:
+		return scheduler.ErrBudgetExceeded
+	case CauseMaxIterations:
+		return scheduler.ErrMaxIterations
+	case CauseStalled:
+		return scheduler.ErrStalled
+	case CauseTimeout:
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func (s *Session) eventLoop() {
