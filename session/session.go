@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/pool"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -490,6 +491,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// them on NATS); the event loop decouples the observer.
 		OnEvent:  func(ev *pb.Event) { s.events <- ev },
 		Interest: cfg.Broker.Interest,
+	}
+	if js := cfg.Broker.JetStream(); js != nil {
+		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas()}
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
