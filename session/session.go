@@ -584,7 +584,7 @@ func (s *Session) clock() clock.Clock { return s.cfg.Clock }
 // onTerminal is called by a node actor when a token's path ends.
 func (s *Session) onTerminal(node string, t *actors.Terminal) {
 	if t != nil && t.Status == "fail" {
-		s.noteFailure(node, t.Cause)
+		s.noteFailure(strings.Join(append([]string{node}, t.Path...), "/"), t.Cause)
 	}
 	if done, status, reason := s.jr.done(); done {
 		s.complete(status, reason)
