@@ -26,9 +26,10 @@ var ErrNodeFailed = errors.New("switchyard: node failed")
 type RunError struct {
 	SessionID string
 	// Path is the node where the run failed, from the session's graph
-	// down: one id today (a child pipeline's failure is its manager
-	// node's). Empty when no node's failure ended it (a stall, a fatal
-	// runtime error).
+	// down: a stack.manager_loop node that failed because its child
+	// pipeline did is followed by the child's node ("manage", "build").
+	// Empty when no node's failure ended it (a stall, a fatal runtime
+	// error).
 	Path   []string
 	Reason string
 	Err    error // the cause, never nil
@@ -71,7 +72,7 @@ func runError(rep *Report, node string, cause error) error {
 	}
 	re := &RunError{SessionID: rep.SessionID, Reason: rep.Reason, Err: cause}
 	if node != "" {
-		re.Path = []string{node}
+		re.Path = strings.Split(node, "/")
 	}
 	return re
 }

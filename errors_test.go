@@ -3,6 +3,8 @@ package switchyard_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,7 +12,9 @@ import (
 
 	"github.com/switchyard/switchyard"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/nodes/agent"
 	"github.com/switchyard/switchyard/scheduler"
 )
 
@@ -76,4 +80,22 @@ func TestRunErrorsNameTheNodeAndWrapTheCause(t *testing.T) {
 		require.Equal(t, switchyard.RunSuccess, rep.Status)
 		require.Equal(t, switchyard.NodeSuccess, rep.Node("a").Status)
 	})
+}
+
+// TestRunErrorPathIntoChildPipeline: a manager node that fails because its
+// child pipeline failed names the child's node after its own.
+func TestRunErrorPathIntoChildPipeline(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "child.dot"), []byte(`digraph child {
+		start [shape=Mdiamond]; build [prompt="build"]; exit [shape=Msquare]; start -> build -> exit }`), 0o644))
+	mock, err := agent.ParseMock([]byte(`{"build":[{"status":"fail","notes":"compile error"}]}`))
+	require.NoError(t, err)
+	g := switchyard.New("parent").Node("manage", graph.KV{"shape": "house", "stack.child_dotfile": "child.dot", "manager.poll_interval": "1h"})
+	rep, err := switchyard.Run(testCtx(t), g, switchyard.Message{Text: "x"}, switchyard.WithWorkDir(dir),
+		switchyard.WithProvider("mock", mock), switchyard.WithDefaultProvider("mock"))
+	var re *switchyard.RunError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, []string{"manage", "build"}, re.Path)
+	require.Contains(t, err.Error(), "failed at node manage/build")
+	require.Equal(t, switchyard.RunFail, rep.Status)
 }

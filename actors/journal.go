@@ -44,6 +44,10 @@ type Terminal struct {
 	// timeout (context.DeadlineExceeded), or nil (the node failed). It is
 	// not journaled.
 	Cause error
+	// Path continues the failed node's id down into a child pipeline: the
+	// child's node (and its own child's...) whose failure made this node
+	// fail. Not journaled.
+	Path []string
 }
 
 // Journal records firings. Implementations are called from actor

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -103,8 +104,13 @@ func (a *nodeActor) finish(m *runDone) bool {
 	recordUpdates(bs, updates)
 
 	hops, term := a.route(job, o, ctx, bs)
-	if term != nil && term.Status == "fail" && term.Cause == nil {
-		term.Cause = j.cause
+	if term != nil && term.Status == "fail" {
+		if term.Cause == nil {
+			term.Cause = j.cause
+		}
+		if p := o.ContextUpdates[nodes.ChildFailedPathKey]; p != "" && o.Status == nodes.StatusFail {
+			term.Path = strings.Split(p, "/") // a child pipeline's node failed
+		}
 	}
 	consumed := make([]string, len(job.batch))
 	for i, e := range job.batch {

@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/pool"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -62,7 +63,10 @@ type Config struct {
 	// Storage is where the session's artifacts are stored (durable).
 	Storage  broker.Storage
 	Registry *nodes.Registry
-	Journal  Journal
+	// Work sends the firings of nodes with a pool attribute (or
+	// type="remote") to worker processes; nil refuses such nodes.
+	Work    *pool.Dispatcher
+	Journal Journal
 	// OnTerminal is called after a token's path ends and every envelope and
 	// event of that firing has been published.
 	OnTerminal func(node string, t *Terminal)
@@ -304,6 +308,15 @@ func (s *System) Scheduler() *scheduler.Scheduler { return s.sched }
 // type) the shape table's (spec 4.2).
 func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, error) {
 	typ := g.HandlerType(n)
+	if p := pool.Of(n); p != "" {
+		// The handler runs on a worker; everything else of the firing
+		// (scheduler, retries, budgets, journal, routing) stays here.
+		h, err := s.cfg.Work.Handler(p)
+		if err != nil {
+			return "", nil, fmt.Errorf("actors: node %s: %w", n.ID, err)
+		}
+		return typ, nodes.Chain(h, s.cfg.Middleware...), nil
+	}
 	h, ok := s.cfg.Registry.Lookup(typ)
 	if !ok {
 		n2 := *n

@@ -328,6 +328,9 @@ const (
 	TypeFanIn       = "parallel.fan_in"
 	TypeTool        = "tool"
 	TypeManagerLoop = "stack.manager_loop"
+	// TypeRemote has no handler in the session's process: a worker that
+	// follows the worker protocol does the node's work (docs/workers.md).
+	TypeRemote      = "remote"
 	DefaultShape    = "box"
 	DefaultNodeType = TypeCodergen
 )

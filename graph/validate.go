@@ -310,7 +310,8 @@ func ruleStylesheet(g *Graph) Diagnostics {
 // TypeKnownRule is the type_known rule: a warning for every explicit
 // `type` that is not one of known.
 func TypeKnownRule(known ...string) Rule {
-	set := make(map[string]bool, len(known))
+	set := make(map[string]bool, len(known)+1)
+	set[TypeRemote] = true // a worker's, never a registered handler's
 	for _, t := range known {
 		set[t] = true
 	}

@@ -19,11 +19,20 @@ type ChildRunner interface {
 }
 
 // ChildStatus is what a manager observes of its child.
+// ChildFailedPathKey is the context key where a manager node that failed
+// because its child failed puts the child's failed node (or path).
+const ChildFailedPathKey = "stack.child.failed_node"
+
 type ChildStatus struct {
 	State       string // running, completed, failed
 	Outcome     string // the child's final status when done
 	CurrentNode string
 	Completed   int // nodes completed so far
+	// FailedNode is, when the child failed, the node whose failure ended it
+	// (a path "a/b" when that node was a manager itself); "" otherwise.
+	FailedNode string
+	// Reason is the child's failure reason.
+	Reason string
 }
 
 // Child is a running child pipeline.
@@ -163,5 +172,14 @@ func childOutcome(st ChildStatus, updates map[string]string) *Outcome {
 	if st.State == "completed" && Status(st.Outcome).IsSuccess() {
 		return &Outcome{Status: StatusSuccess, ContextUpdates: updates}
 	}
-	return &Outcome{Status: StatusFail, ContextUpdates: updates, FailureReason: "the child pipeline ended " + st.State + " (" + st.Outcome + ")"}
+	reason := "the child pipeline ended " + st.State + " (" + st.Outcome + ")"
+	if st.FailedNode != "" {
+		// The path of the failure goes up (switchyard.RunError.Path).
+		updates[ChildFailedPathKey] = st.FailedNode
+		reason += " at node " + st.FailedNode
+	}
+	if st.Reason != "" {
+		reason += ": " + st.Reason
+	}
+	return &Outcome{Status: StatusFail, ContextUpdates: updates, FailureReason: reason}
 }

@@ -87,6 +87,12 @@ func (c *child) observe(ev *pb.Event) {
 		c.status.State = "completed"
 		if ev.GetStatus() != "success" {
 			c.status.State = "failed"
+			c.status.Reason = ev.GetMessage()
+			for _, kv := range ev.GetAttrs() {
+				if kv.GetKey() == "failed_node" {
+					c.status.FailedNode = kv.GetValue()
+				}
+			}
 		}
 		c.once.Do(func() { close(c.done) })
 	}

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,13 @@ func TestLiveEditChangesDelivery(t *testing.T) {
 	explainUntil(t, l, "m", "held=1")
 	l.publish(t, edge, "c")
 	l.publish(t, edge, "d")
+	// held=1 was already true before c and d: wait until m has taken both
+	// (c superseded b, d superseded c) so the trigger cannot overtake d.
+	for _, what := range []string{"b superseded", "c superseded"} {
+		l.waitEvent(t, what, func(ev *pb.Event) bool {
+			return ev.Kind == "envelope.dropped" && ev.Node == "m" && strings.Contains(ev.Message, "superseded by a newer envelope")
+		})
+	}
 	explainUntil(t, l, "m", "held=1")
 	_, err = l.broker.Conn().Request(broker.Control(l.s.ID(), "trigger"), []byte(`{"node":"m"}`), 10*time.Second)
 	require.NoError(t, err)

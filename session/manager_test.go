@@ -53,6 +53,10 @@ func TestManagerLoopRunsChildPipeline(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, tc.want, rep.Status, rep.Reason)
 			require.Equal(t, 1, mock.Runs("build"), "the child ran its nodes")
+			if tc.want == "fail" {
+				require.Equal(t, "manage/build", rep.FailedNode, "the failure's path goes down into the child")
+				require.Contains(t, rep.Reason, "at node build")
+			}
 			cp := r.file("checkpoint.json")
 			if tc.want == "success" {
 				require.Contains(t, cp, `"stack.child.status": "completed"`)

@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/pool"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -491,6 +492,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		OnEvent:  func(ev *pb.Event) { s.events <- ev },
 		Interest: cfg.Broker.Interest,
 	}
+	if js := cfg.Broker.JetStream(); js != nil {
+		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas()}
+	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
 		crash.Point("create-bucket") // claim made the bucket and wrote the owner's mark
@@ -580,7 +584,7 @@ func (s *Session) clock() clock.Clock { return s.cfg.Clock }
 // onTerminal is called by a node actor when a token's path ends.
 func (s *Session) onTerminal(node string, t *actors.Terminal) {
 	if t != nil && t.Status == "fail" {
-		s.noteFailure(node, t.Cause)
+		s.noteFailure(strings.Join(append([]string{node}, t.Path...), "/"), t.Cause)
 	}
 	if done, status, reason := s.jr.done(); done {
 		s.complete(status, reason)

@@ -108,6 +108,15 @@ func child(t *testing.T, dir, point string, args ...string) (*exec.Cmd, []byte, 
 	return cmd, out, err
 }
 
+// stderrOf is what a failed child wrote on stderr, for the failure message.
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(ee.Stderr)
+	}
+	return ""
+}
+
 // killed reports whether err is the exit of a process killed by SIGKILL.
 func killed(err error) bool {
 	var ee *exec.ExitError
@@ -173,7 +182,7 @@ func TestCrashPipeline(t *testing.T) {
 			_, err := run(dir, p)
 			require.True(t, killed(err), "the run was not killed at %s: %v", p, err)
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
-			require.NoError(t, err, "resume after %s", p)
+			require.NoError(t, err, "resume after %s; stderr:\n%s", p, stderrOf(err))
 			last := lastEvent(t, out)
 			require.Equal(t, "session.completed", last["kind"])
 			require.Equal(t, "success", last["status"])
@@ -241,7 +250,7 @@ func TestCrashCreation(t *testing.T) {
 			require.True(t, killed(err), "the run was not killed at %s: %v", tc.point, err)
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
 			if tc.recorded {
-				require.NoError(t, err, "resume after %s", tc.point)
+				require.NoError(t, err, "resume after %s; stderr:\n%s", tc.point, stderrOf(err))
 				require.Equal(t, "success", lastEvent(t, out)["status"])
 				got := readOutcome(t, dir, "c1")
 				require.Equal(t, ref.firings, got.firings, "committed firings")

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/pool"
+)
+
+func init() { subcommands = append(subcommands, newWorkerCmd) }
+
+type workerFlags struct {
+	conn        connFlags
+	pool        string
+	concurrency int
+	ackWait     time.Duration
+	workdir     string
+	provider    string
+	mock        string
+	roles       string
+	prices      string
+}
+
+func newWorkerCmd() *cobra.Command {
+	f := &workerFlags{}
+	cmd := &cobra.Command{
+		Use:   "worker --nats URL [--pool NAME] [--concurrency N]",
+		Short: "Run the work of pool nodes (pool=NAME) for the sessions of a NATS server or cluster",
+		Long: `worker pulls the jobs of one pool from the work-queue stream SY_WORK of the
+server at --nats and runs each with the node's built-in handler (agents, tools...):
+the firings of every node with pool=NAME, whichever process owns their session.
+The outcome goes back to the session's owner, which commits and routes it.
+While a job runs the worker sends in-progress acks; a worker that dies leaves
+its job to another after --ack-wait, with the same attempt id (the owner keeps
+the first outcome). Workers of other languages: docs/workers.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runWorker(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	f.conn.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.pool, "pool", pool.DefaultPool, "the pool whose jobs to run (a node's pool attribute)")
+	fl.IntVar(&f.concurrency, "concurrency", 1, "jobs run at once")
+	fl.DurationVar(&f.ackWait, "ack-wait", pool.DefaultAckWait, "how long a job may go unacknowledged before another worker gets it (the pool's consumer; in-progress acks every third of it)")
+	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work (default: the current directory)")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
+	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
+	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
+	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
+	return cmd
+}
+
+func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := pool.CheckName(f.pool); err != nil {
+		return usageErr(fmt.Errorf("--pool: %w", err))
+	}
+	if f.concurrency < 1 {
+		return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", f.concurrency))
+	}
+	if f.ackWait < 300*time.Millisecond {
+		return usageErr(fmt.Errorf("--ack-wait %s: want 300ms or more", f.ackWait))
+	}
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
+	if err != nil {
+		return usageErr(err)
+	}
+	reg := nodes.NewRegistry()
+	if err := nodes.RegisterBuiltins(reg, nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}); err != nil {
+		return err
+	}
+	nc, err := f.conn.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return &exitError{code: 1, err: err}
+	}
+	workdir := f.workdir
+	if workdir == "" {
+		if workdir, err = os.Getwd(); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w := &pool.Worker{NC: nc, JS: js, Pool: f.pool, Concurrency: f.concurrency, AckWait: f.ackWait,
+		Registry: reg, WorkDir: workdir, Log: slog.New(slog.NewTextHandler(stderr, nil))}
+	fmt.Fprintf(stderr, "worker: pool %s, %d at once, on %s\n", f.pool, f.concurrency, f.conn.url)
+	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return &exitError{code: 1, err: err}
+	}
+	return nil
+}

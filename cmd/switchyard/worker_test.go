@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// workerProc is a `switchyard worker` subprocess and the lines of its log.
+type workerProc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	mu    sync.Mutex
+	log   strings.Builder
+	done  chan struct{}
+}
+
+// startWorker starts `switchyard worker` against b's listener.
+func startWorker(t *testing.T, b *broker.Broker, admin string, args ...string) *workerProc {
+	t.Helper()
+	cmd := exec.Command(switchyardBinary(t), append([]string{"worker", "--nats", b.ClientURL(), "--token", admin}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	w := &workerProc{cmd: cmd, lines: make(chan string, 1000), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			w.mu.Lock()
+			w.log.WriteString(sc.Text() + "\n")
+			w.mu.Unlock()
+			select {
+			case w.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-w.done
+		_ = cmd.Wait()
+	})
+	return w
+}
+
+// waitLine waits for a log line containing all of want and returns it.
+func (w *workerProc) waitLine(t *testing.T, d time.Duration, want ...string) string {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case l := <-w.lines:
+			ok := true
+			for _, s := range want {
+				ok = ok && strings.Contains(l, s)
+			}
+			if ok {
+				return l
+			}
+		case <-w.done:
+			t.Fatalf("worker exited before logging %q:\n%s", want, w.String())
+		case <-timeout:
+			t.Fatalf("worker did not log %q within %s:\n%s", want, d, w.String())
+		}
+	}
+}
+
+func (w *workerProc) String() string { w.mu.Lock(); defer w.mu.Unlock(); return w.log.String() }
+
+// kill ends the worker with SIGKILL.
+func (w *workerProc) kill() {
+	_ = w.cmd.Process.Kill()
+	<-w.done
+	_ = w.cmd.Wait()
+}
+
+// jobOf is the job id of a worker's "job started" log line.
+func jobOf(line string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, "job="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// startPoolSession runs src in process on b and returns the session and
+// the node.completed events of node.
+func startPoolSession(t *testing.T, b *broker.Broker, src string) (*session.Session, chan *pb.Event) {
+	t.Helper()
+	g, diags := graph.Load("pool.dot", []byte(src), graph.WithKnownTypes(builtinTypes()...))
+	require.False(t, diags.HasErrors(), "%v", diags)
+	require.Empty(t, diags, "a pool or remote node is no warning")
+	evs := make(chan *pb.Event, 10000)
+	cfg := session.Config{ID: session.NewID(), Graph: g, Broker: b, LogsDir: t.TempDir(),
+		Observer: func(ev *pb.Event) {
+			if ev.GetKind() == "node.completed" {
+				evs <- ev
+			}
+		}}
+	s, err := session.Start(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	return s, evs
+}
+
+// A worker killed with SIGKILL mid-job: the job goes to another worker
+// after the ack wait, with the same attempt id, and the owner commits the
+// firing once.
+func TestWorkerKilledMidJobRedelivered(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside", "admin"))
+	dir := t.TempDir()
+	// The first run of the job blocks (until the test ends) after saying
+	// it started; a run that sees it started finishes at once.
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "release"), nil, 0o644) })
+	tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; if [ -f first ]; then echo done; else touch first; while [ ! -f release ]; do sleep 0.05; done; echo first; fi`
+	src := `digraph W { start [shape=Mdiamond]; work [shape=parallelogram, pool=cpu, tool_command=` + quote(tool) + `]; exit [shape=Msquare]; start -> work -> exit }`
+	a := startWorker(t, b, "admin", "--pool", "cpu", "--ack-wait", "1s", "--workdir", dir)
+	s, evs := startPoolSession(t, b, src)
+	started := a.waitLine(t, 30*time.Second, "job started", "node=work")
+	// Wait for the handler itself to be under way in worker A.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "first")); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the job's command never started")
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.kill()
+	bw := startWorker(t, b, "admin", "--pool", "cpu", "--ack-wait", "1s", "--workdir", dir)
+	again := bw.waitLine(t, 30*time.Second, "job started", "node=work")
+	require.Equal(t, jobOf(started), jobOf(again), "the redelivered job keeps its attempt id")
+	bw.waitLine(t, 30*time.Second, "job done", "status=success")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	n := rep.Node("work")
+	require.NotNil(t, n)
+	require.Equal(t, 1, n.Visits)
+	require.Equal(t, 1, n.Attempts)
+	require.Contains(t, n.Output, "done")
+	var works int
+	for len(evs) > 0 {
+		if ev := <-evs; ev.GetNode() == "work" {
+			works++
+		}
+	}
+	require.Equal(t, 1, works, "the firing is committed once")
+	data, err := os.ReadFile(filepath.Join(dir, "starts.txt"))
+	require.NoError(t, err)
+	runs := strings.Fields(string(data))
+	require.Len(t, runs, 2)
+	require.Equal(t, runs[0], runs[1], "both runs had the same attempt id")
+	require.Equal(t, jobOf(started), runs[0])
+}
+
+func quote(s string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
+}

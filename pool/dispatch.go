@@ -1,0 +1,292 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// Dispatcher sends a session's pool work to workers and waits for the
+// outcomes. One per session; safe for concurrent firings.
+type Dispatcher struct {
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Storage  broker.Storage
+	Replicas int
+
+	mu     sync.Mutex
+	ready  bool                    // the stream and the graph bucket exist
+	graphs map[*graph.Graph]string // graphs stored in the bucket, by hash
+	kv     jetstream.KeyValue
+}
+
+// Handler is the handler of a node whose work goes to pool.
+func (d *Dispatcher) Handler(pool string) (nodes.Handler, error) {
+	if err := CheckName(pool); err != nil {
+		return nil, err
+	}
+	if d == nil || d.JS == nil {
+		return nil, fmt.Errorf("pool %s: worker pools need JetStream on the session's server", pool)
+	}
+	return nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		return d.do(ctx, pool, in)
+	}), nil
+}
+
+// EnsureStream creates (or updates to this configuration) the work stream.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage, replicas int) error {
+	storage := jetstream.FileStorage
+	if st == broker.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	cfg := jetstream.StreamConfig{
+		Name: Stream, Description: "switchyard: jobs for worker pools",
+		Subjects: []string{"syw.>"}, Retention: jetstream.WorkQueuePolicy,
+		MaxMsgs: MaxJobs, MaxBytes: MaxJobBytes, Discard: jetstream.DiscardNew,
+		Storage: storage, Replicas: replicas,
+	}
+	if s, err := js.Stream(ctx, Stream); err == nil {
+		if s.CachedInfo().Config.Replicas > replicas {
+			cfg.Replicas = s.CachedInfo().Config.Replicas // never scale down
+		}
+		cfg.Storage = s.CachedInfo().Config.Storage
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("pool: stream %s: %w", Stream, err)
+	}
+	return nil
+}
+
+// graphBucket opens (creating it when asked) the bucket of job graphs.
+func graphBucket(ctx context.Context, js jetstream.JetStream, st broker.Storage, replicas int, create bool) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, GraphBucket)
+	if err == nil || !create || !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	storage := jetstream.FileStorage
+	if st == broker.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	if replicas < 1 {
+		replicas = 1
+	}
+	return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: GraphBucket, Description: "switchyard: the graphs worker jobs refer to, by SHA-256",
+		History: 1, Storage: storage, Replicas: replicas,
+	})
+}
+
+// prepare makes the stream and stores g once; it returns g's key.
+func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.ready {
+		if err := EnsureStream(ctx, d.JS, d.Storage, d.Replicas); err != nil {
+			return "", err
+		}
+		kv, err := graphBucket(ctx, d.JS, d.Storage, d.Replicas, true)
+		if err != nil {
+			return "", fmt.Errorf("pool: bucket %s: %w", GraphBucket, err)
+		}
+		d.kv, d.ready, d.graphs = kv, true, map[*graph.Graph]string{}
+	}
+	if key, ok := d.graphs[g]; ok {
+		return key, nil
+	}
+	dot := g.DOT()
+	sum := sha256.Sum256([]byte(dot))
+	key := hex.EncodeToString(sum[:])
+	if _, err := d.kv.Put(ctx, key, []byte(dot)); err != nil {
+		return "", fmt.Errorf("pool: storing the graph for workers: %w", err)
+	}
+	d.graphs[g] = key
+	return key, nil
+}
+
+// do publishes one attempt as a job and waits for its first outcome.
+func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nodes.Outcome, error) {
+	key, err := d.prepare(ctx, in.Graph)
+	if err != nil {
+		return nil, err
+	}
+	job := Job(in, pool, key)
+	firing := jobFiring(in.AttemptID)
+	reply := ReplySubject(in.SessionID, in.Node.ID, firing, in.Attempt)
+	var data []byte
+	if in.Node.Attrs.String("work_format") == "json" {
+		data, err = protojson.Marshal(job)
+	} else {
+		data, err = proto.Marshal(job)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pool: encoding the job: %w", err)
+	}
+	// Listen before publishing: the outcome may come back at once.
+	ch := make(chan *nats.Msg, 4)
+	sub, err := d.NC.ChanSubscribe(reply, ch)
+	if err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID), Data: data, Header: nats.Header{}}
+	msg.Header.Set(ReplyHeader, reply)
+	if _, err := d.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(job.GetId())); err != nil {
+		return nil, fmt.Errorf("pool %s: queueing the job: %w", pool, err)
+	}
+	if in.Emit != nil {
+		in.Emit("work.queued", map[string]any{"pool": pool, "job": job.GetId()})
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case m := <-ch:
+			out, err := DecodeEnvelope(m.Data)
+			if err != nil || out.GetId() != job.GetId() || out.GetKind() != KindOutcome {
+				// Not this attempt's outcome: refused, the wait goes on.
+				if in.Emit != nil {
+					why := "not the outcome of " + job.GetId()
+					if err != nil {
+						why = err.Error()
+					}
+					in.Emit("work.refused", map[string]any{"pool": pool, "message": why})
+				}
+				continue
+			}
+			return FromEnvelope(out), nil
+		}
+	}
+}
+
+// jobFiring reads the firing out of an attempt id session/node/firing/attempt.
+func jobFiring(attemptID string) uint64 {
+	end := len(attemptID)
+	slashes := 0
+	for i := len(attemptID) - 1; i >= 0; i-- {
+		if attemptID[i] == '/' {
+			slashes++
+			if slashes == 1 {
+				end = i
+			} else {
+				n, _ := strconv.ParseUint(attemptID[i+1:end], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// Job is the envelope of one attempt of a firing.
+func Job(in *nodes.Input, pool, graphKey string) *pb.Envelope {
+	env := &pb.Envelope{
+		Id: in.AttemptID, SessionId: in.SessionID, Kind: KindJob, ToNode: in.Node.ID,
+		Payload: &pb.Payload{Message: in.Prompt},
+		Context: kvs(in.Context),
+	}
+	msgs := make([]any, 0, len(in.Messages))
+	for _, m := range in.Messages {
+		msgs = append(msgs, map[string]any{"id": m.ID, "kind": m.Kind, "from": m.From, "edge": m.Edge,
+			"text": m.Text, "status": string(m.Status)})
+	}
+	if st, err := structpb.NewStruct(map[string]any{"messages": msgs}); err == nil {
+		env.Payload.Structured = st
+	}
+	meta := map[string]string{}
+	for k, v := range in.Metadata {
+		meta[k] = v
+	}
+	meta["attempt"] = strconv.Itoa(in.Attempt)
+	meta["graph"] = graphKey
+	meta["node_type"] = in.Type
+	meta["pool"] = pool
+	env.Metadata = kvs(meta)
+	return env
+}
+
+// DecodeEnvelope reads an envelope in protobuf or protojson (a body that
+// starts with '{': no protobuf envelope does).
+func DecodeEnvelope(data []byte) (*pb.Envelope, error) {
+	env := &pb.Envelope{}
+	var err error
+	if len(data) > 0 && data[0] == '{' {
+		err = protojson.UnmarshalOptions{DiscardUnknown: true}.Unmarshal(data, env)
+	} else {
+		err = proto.Unmarshal(data, env)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pool: not an envelope: %w", err)
+	}
+	return env, nil
+}
+
+// FromEnvelope is the outcome an outcome envelope reports.
+func FromEnvelope(env *pb.Envelope) *nodes.Outcome {
+	o := env.GetOutcome()
+	out := &nodes.Outcome{
+		Status: nodes.ParseStatus(o.GetStatus()), PreferredLabel: o.GetPreferredLabel(),
+		SuggestedNextIDs: o.GetSuggestedNextIds(), Notes: o.GetNotes(), FailureReason: o.GetFailureReason(),
+		Response: env.GetPayload().GetMessage(),
+	}
+	if out.Status == "" {
+		out.Status = nodes.StatusSuccess
+	}
+	if cu := env.GetContextUpdates(); len(cu) > 0 {
+		out.ContextUpdates = make(map[string]string, len(cu))
+		for _, kv := range cu {
+			out.ContextUpdates[kv.GetKey()] = kv.GetValue()
+		}
+	}
+	if u := env.GetUsage(); u != nil {
+		out.Usage = nodes.Usage{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Cost: u.GetCost()}
+	}
+	return out
+}
+
+// ToEnvelope is the outcome envelope of job.
+func ToEnvelope(job *pb.Envelope, o *nodes.Outcome) *pb.Envelope {
+	env := &pb.Envelope{Id: job.GetId(), SessionId: job.GetSessionId(), Kind: KindOutcome, FromNode: job.GetToNode(),
+		Payload: &pb.Payload{Message: o.Response},
+		Outcome: &pb.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel,
+			SuggestedNextIds: o.SuggestedNextIDs, Notes: o.Notes, FailureReason: o.FailureReason},
+		ContextUpdates: kvs(o.ContextUpdates),
+	}
+	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
+		env.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
+	}
+	return env
+}
+
+func kvs(m map[string]string) []*pb.KV {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*pb.KV, len(keys))
+	for i, k := range keys {
+		out[i] = &pb.KV{Key: k, Value: m[k]}
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+// Package pool runs node work on worker processes: the firings of a node
+// with a pool attribute (or type="remote") become jobs on a JetStream
+// work-queue stream, any process that follows the worker protocol
+// (docs/workers.md) pulls them, and the outcome returns to the session's
+// owner, which commits it as it commits a local firing.
+//
+// The owner side is Dispatcher (a nodes.Handler per pool, so the scheduler,
+// retries, budgets and the journal stay where they are); the worker side is
+// Worker (what `switchyard worker` runs).
+//
+// Protocol, in short:
+//   - stream SY_WORK, work-queue retention, subjects syw.<pool>.<session>.<node>;
+//     bounded (MaxMsgs, MaxBytes, discard new) and trimmed as jobs are acked;
+//   - each pool has one durable pull consumer, pool_<pool>, shared by its workers;
+//   - a job is an Envelope (kind "job", id = the attempt id, to_node, context,
+//     payload.message = the prompt, payload.structured.messages = the inputs,
+//     metadata attempt/graph/node_type/pool), protobuf or, when the node sets
+//     work_format="json", protojson;
+//   - its header Sy-Reply names the subject the outcome goes to: an Envelope
+//     (kind "outcome", id = the job's id, outcome, payload.message = the
+//     response, context_updates, usage), protobuf or protojson;
+//   - long work sends in-progress acks (+WPI) before AckWait; the job is acked
+//     after the outcome is published. A job whose worker dies is redelivered
+//     after AckWait with the same id; the owner commits the first outcome for
+//     an attempt and discards any later one.
+package pool
+
+import (
+	"fmt"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+)
+
+// Names of the protocol's resources.
+const (
+	// Stream is the work-queue stream every pool's jobs are stored in.
+	Stream = "SY_WORK"
+	// GraphBucket is the KV bucket holding the graphs jobs refer to, by the
+	// SHA-256 of their canonical DOT (metadata key "graph").
+	GraphBucket = "sy_work_graphs"
+	// ReplyHeader names the subject a job's outcome is published to.
+	ReplyHeader = "Sy-Reply"
+	// KindJob and KindOutcome are the envelope kinds of the protocol.
+	KindJob     = "job"
+	KindOutcome = "outcome"
+	// DefaultPool is the pool of a type="remote" node that names none, and
+	// of a worker started without --pool.
+	DefaultPool = "default"
+	// TypeRemote is the node type whose work is always done by a worker.
+	TypeRemote = graph.TypeRemote
+)
+
+// Limits of the work stream: past them a new job is refused (the firing
+// fails saying so), never an old one dropped.
+const (
+	MaxJobs     = 100_000
+	MaxJobBytes = 1 << 30
+)
+
+// JobSubject is the subject a pool's job for node of session is published on.
+func JobSubject(pool, session, node string) string {
+	return "syw." + pool + "." + session + "." + node
+}
+
+// PoolSubjects are the subjects of every job of a pool.
+func PoolSubjects(pool string) string { return "syw." + pool + ".>" }
+
+// ConsumerName is the durable consumer a pool's workers share.
+func ConsumerName(pool string) string { return "pool_" + pool }
+
+// ReplySubject is where the outcome of one attempt of a firing returns: it
+// depends only on the attempt, so the owner that takes a session over hears
+// the outcome of a job its predecessor published.
+func ReplySubject(session, node string, firing uint64, attempt int) string {
+	return fmt.Sprintf("syo.%s.%s.%d.%d", session, node, firing, attempt)
+}
+
+// Of is the pool a node's firings go to, "" when they run in the owner.
+func Of(n *graph.Node) string {
+	p := n.Attrs.String("pool")
+	if p == "" && n.Attrs.String("type") == TypeRemote {
+		p = DefaultPool
+	}
+	return p
+}
+
+// CheckName refuses a pool name that would not make a subject token.
+func CheckName(pool string) error {
+	if !broker.ValidToken(pool) {
+		return fmt.Errorf("pool %q: want letters, digits, '_' and '-'", pool)
+	}
+	return nil
+}

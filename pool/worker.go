@@ -1,0 +1,255 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// DefaultAckWait is how long a job may go without an acknowledgement or an
+// in-progress ack before JetStream gives it to another worker.
+const DefaultAckWait = 30 * time.Second
+
+// Worker pulls a pool's jobs and runs them with the built-in handlers.
+type Worker struct {
+	NC          *nats.Conn
+	JS          jetstream.JetStream
+	Pool        string
+	Concurrency int           // jobs at once (default 1)
+	AckWait     time.Duration // default DefaultAckWait
+	Registry    *nodes.Registry
+	WorkDir     string
+	Storage     broker.Storage // of the stream, when the worker creates it
+	Log         *slog.Logger
+
+	mu     sync.Mutex
+	graphs map[string]*graph.Graph
+}
+
+// Consumer creates or updates the pool's durable consumer.
+func Consumer(ctx context.Context, js jetstream.JetStream, pool string, ackWait time.Duration) (jetstream.Consumer, error) {
+	if ackWait <= 0 {
+		ackWait = DefaultAckWait
+	}
+	return js.CreateOrUpdateConsumer(ctx, Stream, jetstream.ConsumerConfig{
+		Durable: ConsumerName(pool), Description: "switchyard: the workers of pool " + pool,
+		FilterSubject: PoolSubjects(pool), AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: ackWait, MaxDeliver: -1, MaxAckPending: 10_000,
+	})
+}
+
+// Run serves jobs until ctx ends; jobs running then are finished first.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := CheckName(w.Pool); err != nil {
+		return err
+	}
+	if w.Concurrency < 1 {
+		w.Concurrency = 1
+	}
+	if w.Log == nil {
+		w.Log = slog.Default()
+	}
+	if err := EnsureStream(ctx, w.JS, w.Storage, 1); err != nil {
+		return err
+	}
+	cons, err := Consumer(ctx, w.JS, w.Pool, w.AckWait)
+	if err != nil {
+		return fmt.Errorf("pool %s: consumer: %w", w.Pool, err)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < w.Concurrency; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+				if err != nil {
+					if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
+						w.Log.Warn("worker: pull", "pool", w.Pool, "err", err)
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Second):
+						}
+					}
+					continue
+				}
+				w.serve(m)
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// serve runs one job: in-progress acks while it runs, the outcome to the
+// job's reply subject, then the ack (the job leaves the stream).
+func (w *Worker) serve(m jetstream.Msg) {
+	job, err := DecodeEnvelope(m.Data())
+	reply := m.Headers().Get(ReplyHeader)
+	if err != nil || job.GetKind() != KindJob || reply == "" {
+		w.Log.Warn("worker: not a job, dropped", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+		return
+	}
+	w.Log.Info("worker: job started", "job", job.GetId(), "node", job.GetToNode())
+	ackWait := w.AckWait
+	if ackWait <= 0 {
+		ackWait = DefaultAckWait
+	}
+	done := make(chan struct{})
+	var beat sync.WaitGroup
+	beat.Add(1)
+	go func() {
+		defer beat.Done()
+		t := time.NewTicker(ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	o := w.run(job)
+	close(done)
+	beat.Wait()
+	out := ToEnvelope(job, o)
+	var data []byte
+	if m.Data()[0] == '{' {
+		data, err = protojson.Marshal(out)
+	} else {
+		data, err = proto.Marshal(out)
+	}
+	if err == nil {
+		err = w.NC.Publish(reply, data)
+	}
+	if err == nil {
+		err = w.NC.Flush()
+	}
+	if err != nil {
+		// No ack: the job is given again after AckWait.
+		w.Log.Warn("worker: outcome not sent", "job", job.GetId(), "err", err)
+		return
+	}
+	if err := m.DoubleAck(context.Background()); err != nil {
+		w.Log.Warn("worker: ack", "job", job.GetId(), "err", err)
+	}
+	w.Log.Info("worker: job done", "job", job.GetId(), "status", string(o.Status))
+}
+
+// run executes a job with the node's built-in handler.
+func (w *Worker) run(job *pb.Envelope) (o *nodes.Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			o = &nodes.Outcome{Status: nodes.StatusFail, FailureReason: fmt.Sprintf("worker: handler panicked: %v", r)}
+		}
+	}()
+	fail := func(why string) *nodes.Outcome {
+		return &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "worker: " + why}
+	}
+	meta := map[string]string{}
+	for _, kv := range job.GetMetadata() {
+		meta[kv.GetKey()] = kv.GetValue()
+	}
+	g, err := w.graph(meta["graph"])
+	if err != nil {
+		return fail(err.Error())
+	}
+	n := g.Node(job.GetToNode())
+	if n == nil {
+		return fail("the graph has no node " + job.GetToNode())
+	}
+	typ := meta["node_type"]
+	if typ == "" || typ == TypeRemote {
+		return fail("node " + n.ID + " is type=remote: it needs a worker of its own (docs/workers.md), not a built-in handler")
+	}
+	h, ok := w.Registry.Lookup(typ)
+	if !ok {
+		return fail("no handler for type " + typ)
+	}
+	in := &nodes.Input{SessionID: job.GetSessionId(), Graph: g, Node: n, Type: typ,
+		Context: map[string]string{}, Prompt: job.GetPayload().GetMessage(), WorkDir: w.WorkDir,
+		AttemptID: job.GetId(), Metadata: meta}
+	for _, kv := range job.GetContext() {
+		in.Context[kv.GetKey()] = kv.GetValue()
+	}
+	_, _ = fmt.Sscan(meta["attempt"], &in.Attempt)
+	if st := job.GetPayload().GetStructured(); st != nil {
+		if ms, ok := st.AsMap()["messages"].([]any); ok {
+			for _, x := range ms {
+				if mm, ok := x.(map[string]any); ok {
+					s := func(k string) string { v, _ := mm[k].(string); return v }
+					in.Messages = append(in.Messages, nodes.Message{ID: s("id"), Kind: s("kind"), From: s("from"),
+						Edge: s("edge"), Text: s("text"), Response: s("text"), Status: nodes.Status(s("status"))})
+				}
+			}
+		}
+	}
+	ctx := context.Background()
+	if d, ok := n.Timeout(); ok && d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	out, err := h.Handle(ctx, in)
+	if err != nil {
+		o := &nodes.Outcome{Status: nodes.StatusFail, FailureReason: err.Error()}
+		if out != nil {
+			o.Usage = out.Usage
+		}
+		return o
+	}
+	if out == nil {
+		return fail("handler returned no outcome")
+	}
+	if out.Status == "" {
+		out.Status = nodes.StatusSuccess
+	}
+	return out
+}
+
+// graph reads (once) the graph a job refers to.
+func (w *Worker) graph(key string) (*graph.Graph, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if g, ok := w.graphs[key]; ok {
+		return g, nil
+	}
+	if key == "" {
+		return nil, errors.New("the job names no graph")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := graphBucket(ctx, w.JS, w.Storage, 1, false)
+	if err != nil {
+		return nil, fmt.Errorf("graph bucket: %w", err)
+	}
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("graph %s: %w", key, err)
+	}
+	g, err := graph.Parse(key+".dot", e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("graph %s: %w", key, err)
+	}
+	if w.graphs == nil {
+		w.graphs = map[string]*graph.Graph{}
+	}
+	w.graphs[key] = g
+	return g, nil
+}
