@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -47,7 +48,7 @@ type serveFlags struct {
 	workdir                          string
 	roles, prices                    string
 	json                             bool
-	durable, resume, all             bool
+	durable, resume, all, takeover   bool
 	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
@@ -108,6 +109,7 @@ its lease.`,
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
 	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of each session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
+	fl.BoolVar(&f.takeover, "takeover", false, "keep watching the store and resume the sessions (of these files, or --all) whose runner died; serve with nothing to serve yet waits")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -225,21 +227,28 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			}
 		}()
 	}
-	if f.durable && (f.resume || f.all) {
-		// Sessions of these files (or, with --all, of the store) that a
-		// process left running come back too, with the graph they ran, in
-		// their own run and work directories.
-		mine := map[string]bool{}
-		for _, file := range files {
-			mine[absPath(file)] = true
-		}
+	mine := map[string]bool{}
+	for _, file := range files {
+		mine[absPath(file)] = true
+	}
+	// adopt resumes the sessions of these files (or, with --all, of the
+	// store) that a process left running, with the graph they ran, in
+	// their own run and work directories. quiet skips, without a word,
+	// those a live process holds (the rescans of --takeover).
+	adopt := func(quiet bool) int {
+		n := 0
 		running, err := session.Running(ctx, b)
-		if err != nil {
+		if err != nil && !quiet {
 			fmt.Fprintf(stderr, "listing the store's sessions: %v\n", err)
 		}
 		for _, m := range running {
 			if h.has(m.ID) || (!f.all && !mine[m.File]) {
 				continue
+			}
+			if quiet {
+				if o, err := session.ReadOwner(ctx, b, m.ID, time.Now()); err != nil || o != nil {
+					continue
+				}
 			}
 			g, file, err := storedGraph(ctx, b, m.ID, stderr)
 			if err != nil {
@@ -262,18 +271,25 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)
 			if err != nil {
-				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				var held *session.HeldError
+				if !quiet || !errors.As(err, &held) {
+					fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				}
 				continue
 			}
 			if err := h.add(s, g, file); err != nil {
 				s.Stop()
 				continue
 			}
-			served++
+			n++
 			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
 		}
+		return n
 	}
-	if served == 0 {
+	if f.durable && (f.resume || f.all || f.takeover) {
+		served += adopt(false)
+	}
+	if served == 0 && !f.takeover {
 		h.stopAll()
 		return &exitError{code: 1, err: fmt.Errorf("no session to serve")}
 	}
@@ -288,11 +304,29 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				"but no one can answer, trigger, stop or edit these sessions, nor read their stores, over the listener")
 		}
 	}
-	for running := served; running > 0; {
+	// With --takeover the store is scanned every third of a lease's TTL:
+	// a session whose owner died (its lease expired, or its process of
+	// this host is gone) is resumed here.
+	var rescan <-chan time.Time
+	var scan clock.Timer
+	clk := serveClock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	if f.durable && f.takeover {
+		scan = clk.NewTimer(session.DefaultLeaseTTL / 3)
+		defer scan.Stop()
+		rescan = scan.C()
+		fmt.Fprintln(stderr, "taking over the sessions whose runner dies")
+	}
+	for running := served; running > 0 || f.takeover; {
 		select {
 		case id := <-h.stopped:
 			fmt.Fprintf(stderr, "session %s stopped\n", id)
 			running--
+		case <-rescan:
+			running += adopt(true)
+			scan.Reset(session.DefaultLeaseTTL / 3)
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept")
 			h.stopAll()
