@@ -45,6 +45,7 @@ type serveFlags struct {
 	listen, token, adminToken        string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
+	override                         bool
 	workdir                          string
 	roles, prices                    string
 	json                             bool
@@ -102,6 +103,7 @@ its lease.`,
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: each session's run directory)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
+	fl.BoolVar(&f.override, "override-providers", false, "run every agent node on --provider, whatever its llm_provider or llm_model say")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
 	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
@@ -127,7 +129,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if err := f.web.check(webCreds{token: f.token, admin: f.adminToken, user: f.user, password: f.password}); err != nil {
 		return err
 	}
-	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices, override: f.override})
 	if err != nil {
 		return usageErr(err)
 	}
@@ -195,7 +197,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		}
 		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
 			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]), Replicas: f.replicas,
-			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 		obs.instrument(&cfg)
 		s, err := startOrResume(ctx, f, cfg, stderr)
 		if err != nil {
@@ -267,7 +269,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			}
 			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
 				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File, Replicas: f.replicas,
-				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)
 			if err != nil {
