@@ -105,8 +105,12 @@ func TestRunOnModelAPIs(t *testing.T) {
 	wires := map[string]int{}
 	for _, r := range s.Requests() {
 		wires[r.Vendor]++
-		if r.Vendor == "openai-responses" {
+		switch r.Vendor {
+		case "openai-responses":
 			require.Equal(t, map[string]any{"effort": "high"}, r.Body["reasoning"], "reasoning_effort reaches the API")
+		case "openai-chat":
+			require.Nil(t, r.Body["reasoning_effort"], "a node without reasoning_effort sends none")
+			require.Equal(t, "llama3.1", r.Body["model"])
 		}
 	}
 	require.Equal(t, map[string]int{"openai-responses": 1, "openai-chat": 1, "anthropic": 3, "gemini": 1}, wires,

@@ -98,7 +98,7 @@ func (p *Anthropic) Run(ctx context.Context, req *agent.Request, onEvent func(ag
 	stream := client.Messages.NewStreaming(ctx, params)
 	defer stream.Close()
 	var (
-		id, stop              string
+		stop                  string
 		input, cached, output int64
 		stopped               bool
 	)
@@ -107,7 +107,6 @@ func (p *Anthropic) Run(ctx context.Context, req *agent.Request, onEvent func(ag
 		switch ev.Type {
 		case "message_start":
 			m := ev.Message
-			id = m.ID
 			if m.Model != "" {
 				model = string(m.Model)
 			}
@@ -140,7 +139,9 @@ func (p *Anthropic) Run(ctx context.Context, req *agent.Request, onEvent func(ag
 	case "refusal":
 		r.notes = append(r.notes, "the model refused to answer")
 	}
-	res := r.result(model, input, cached, output, id)
+	// No session id: the Messages API keeps no conversation to resume, so
+	// a full-fidelity thread gets the context in its prompt instead.
+	res := r.result(model, input, cached, output, "")
 	if stop == "refusal" {
 		res.Success = false
 	}

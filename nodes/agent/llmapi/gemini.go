@@ -89,7 +89,7 @@ func (p *Gemini) Run(ctx context.Context, req *agent.Request, onEvent func(agent
 		return nil, r.fail(ctx, err, 0)
 	}
 	var (
-		id, finish, blocked   string
+		finish, blocked       string
 		input, cached, output int64
 		chunks                int
 	)
@@ -98,9 +98,6 @@ func (p *Gemini) Run(ctx context.Context, req *agent.Request, onEvent func(agent
 			return nil, r.fail(ctx, err, geminiRetryDelay(err))
 		}
 		chunks++
-		if resp.ResponseID != "" {
-			id = resp.ResponseID
-		}
 		if resp.ModelVersion != "" {
 			model = resp.ModelVersion
 		}
@@ -132,7 +129,8 @@ func (p *Gemini) Run(ctx context.Context, req *agent.Request, onEvent func(agent
 	if finish == "" && blocked == "" {
 		return nil, r.fail(ctx, &streamFailure{fmt.Sprintf("stream disconnected: the answer ended without a finish reason (%d chunks)", chunks)}, 0)
 	}
-	res := r.result(model, input, cached, output, id)
+	// No session id: generateContent keeps no conversation to resume.
+	res := r.result(model, input, cached, output, "")
 	switch {
 	case blocked != "":
 		res.Success = false

@@ -88,7 +88,11 @@ func TestRunStreamsTextAndReportsUsage(t *testing.T) {
 				require.Contains(t, res.Notes, `cost unknown: no price for model "`+v.model+`"`)
 			}
 			require.Equal(t, res.Usage, usage, "usage events add up to the result's usage")
-			require.NotEmpty(t, res.SessionID, "the response id")
+			if v.wire == "openai-responses" {
+				require.Equal(t, "resp_1", res.SessionID, "the stored response continues the thread")
+			} else {
+				require.Empty(t, res.SessionID, "a stateless API has no session to resume")
+			}
 
 			reqs := s.Requests()
 			require.Len(t, reqs, 1)
@@ -255,4 +259,13 @@ func TestConformance(t *testing.T) {
 				agenttest.WithRequest(func(t *testing.T, req *agent.Request) { req.Model = v.model }))
 		})
 	}
+}
+
+// TestResponsesContinueAThread: a request that resumes a session sends it
+// as previous_response_id.
+func TestResponsesContinueAThread(t *testing.T) {
+	s, p := vendors[0].setup(t)
+	_, err := p.Run(context.Background(), &agent.Request{Prompt: "Go on", ResumeSession: "resp_0"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, "resp_0", s.Requests()[0].Body["previous_response_id"])
 }

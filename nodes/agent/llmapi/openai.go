@@ -82,7 +82,9 @@ func (p *OpenAI) client() openai.Client {
 }
 
 // Run sends the prompt (with the role's instructions as the system
-// prompt) and streams the answer.
+// prompt) and streams the answer. On the Responses API the response id is
+// the run's session id, and a request that resumes one continues it
+// (previous_response_id): a thread under fidelity full.
 func (p *OpenAI) Run(ctx context.Context, req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
 	ctx, r, err := p.start(ctx, onEvent)
 	if err != nil {
@@ -117,6 +119,10 @@ func (p *OpenAI) Run(ctx context.Context, req *agent.Request, onEvent func(agent
 	}
 	if e := req.ReasoningEffort; e != "" {
 		params.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(strings.ToLower(e))}
+	}
+	if req.ResumeSession != "" {
+		// The thread goes on from the stored response (fidelity full).
+		params.PreviousResponseID = openai.String(req.ResumeSession)
 	}
 	stream := client.Responses.NewStreaming(ctx, params)
 	defer stream.Close()
@@ -181,16 +187,13 @@ func (p *OpenAI) chat(ctx context.Context, r *run, client openai.Client, req *ag
 	stream := client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
 	var (
-		id, finish            string
+		finish                string
 		input, cached, output int64
 		chunks                int
 	)
 	for stream.Next() {
 		c := stream.Current()
 		chunks++
-		if c.ID != "" {
-			id = c.ID
-		}
 		if c.Model != "" {
 			model = c.Model
 		}
@@ -216,5 +219,6 @@ func (p *OpenAI) chat(ctx context.Context, r *run, client openai.Client, req *ag
 	case "content_filter":
 		r.notes = append(r.notes, "the answer was stopped by the content filter")
 	}
-	return r.result(model, input, cached, output, id), nil
+	// No session id: Chat Completions keeps no conversation to resume.
+	return r.result(model, input, cached, output, ""), nil
 }
