@@ -38,6 +38,8 @@ type SessionInfo struct {
 	Started string `json:"started"`
 	// Version is the graph's version: 1, then one more per live edit.
 	Version uint64 `json:"version"`
+	// Nodes are the node ids of the graph the session runs now.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 type serveFlags struct {
@@ -424,6 +426,11 @@ func (h *host) listen() error {
 		for _, e := range h.entries {
 			info := e.info
 			info.Version = e.s.Version()
+			if g := e.s.System().Graph(); g != nil {
+				for _, n := range g.Nodes {
+					info.Nodes = append(info.Nodes, n.ID)
+				}
+			}
 			list = append(list, info)
 		}
 		h.mu.Unlock()
