@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -185,15 +184,6 @@ func printInspect(w io.Writer, ig *inspectGraph) {
 		}
 		fmt.Fprintf(w, "  %s -> %s  %s\n", e.From, e.To, strings.Join(extra, " "))
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // handlerInfo is one handler type as `handlers --json` prints it.
