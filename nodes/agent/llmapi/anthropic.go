@@ -47,7 +47,9 @@ var thinkingBudgets = map[string]int64{"minimal": 1024, "low": 2048, "medium": 8
 // the environment only (no profile files), the SDK's own retries off (the
 // node's retry policy retries after the server's Retry-After).
 func (p *Anthropic) client() anthropic.Client {
-	opts := []option.RequestOption{option.WithHTTPClient(p.http), option.WithMaxRetries(0)}
+	// Without the SDK's environment defaults: the key and the base URL are
+	// read here (Options.LookupEnv), and no profile file is loaded.
+	opts := []option.RequestOption{option.WithoutEnvironmentDefaults(), option.WithHTTPClient(p.http), option.WithMaxRetries(0)}
 	if key, name := p.env("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"); name == "ANTHROPIC_AUTH_TOKEN" {
 		opts = append(opts, option.WithAuthToken(key))
 	} else {
