@@ -333,12 +333,7 @@ func TestBudgetCrossedDuringRunCancelsHandler(t *testing.T) {
 				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 			}
 		})}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := session.Start(ctx, cfg)
-	require.NoError(t, err)
-	rep, err := s.Wait(ctx)
-	require.NoError(t, err)
+	rep := r.runConfig(cfg)
 	require.Equal(t, "fail", rep.Status)
 	require.Contains(t, rep.Reason, "a budget was spent during the run")
 	require.NotNil(t, r.event("budget.exceeded", "spend"))
