@@ -95,7 +95,7 @@ func WithAnswers(f AnswerFunc) Option {
 }
 
 // WithProvider adds an agent provider for DOT-style agent nodes
-// (prompt=...). The CLI providers (claude, codex, gemini, command) and
+// (prompt=...). The CLI providers (claude, codex, gemini-cli, command) and
 // "mock" are there already.
 func WithProvider(name string, p agent.Provider) Option {
 	return func(c *runConfig) {

@@ -25,6 +25,10 @@ var RetryPolicies = map[string]RetryPolicy{
 // maxBackoff caps every retry delay.
 const maxBackoff = time.Minute
 
+// maxRetryAfter caps the wait a server may ask for before a retry
+// (Outcome.RetryAfter); the node's timeout and budgets still apply.
+const maxRetryAfter = 10 * time.Minute
+
 // Delay is the delay before retry n (n >= 1), without jitter.
 func (p RetryPolicy) Delay(n int) time.Duration {
 	d := float64(p.Initial)

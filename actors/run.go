@@ -145,6 +145,10 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
 		if retryable && attempt <= maxRetries {
 			delay := backoff(attempt)
+			if o.RetryAfter > delay {
+				// The server asked for a longer wait (Retry-After).
+				delay = min(o.RetryAfter, maxRetryAfter)
+			}
 			a.s.Emit(&pb.Event{Kind: "node.retrying", Node: j.node.ID, Status: string(o.Status),
 				Attempts: uint32(attempt), Message: retryReason(o),
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})

@@ -358,6 +358,19 @@ func ShapeType(shape string) (string, bool) {
 	return t, ok
 }
 
+// ShapesOf returns the shapes the shape table maps to handler type t,
+// sorted (aliases included; none for types no shape selects).
+func ShapesOf(t string) []string {
+	out := []string{}
+	for s, st := range shapeTypes {
+		if st == t {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Shape returns the node's shape (default "box").
 func (n *Node) Shape() string {
 	if s := n.Attrs.String("shape"); s != "" {

@@ -125,6 +125,8 @@ var attrTable = []AttrSpec{
 	attr("llm_model", scopeNode, AttrString, "", "the model"),
 	attr("llm_provider", scopeNode, AttrString, "", "the provider (default: from the model)"),
 	enum("reasoning_effort", scopeNode, "high", "the agent's reasoning effort", "low", "medium", "high"),
+	attr("max_tokens", scopeNode, AttrInteger, "", "model API agents: the longest answer in tokens").atLeast(1),
+	enum("openai_api", scopeNode, "", "the openai provider's API (default: responses on api.openai.com, else chat)", "responses", "chat"),
 	attr("auto_status", scopeNode, AttrBoolean, "false", "an agent that writes no status succeeds"),
 	attr("allow_partial", scopeNode, AttrBoolean, "false", "exhausted retries end partial_success instead of fail"),
 	enum("retry_policy", scopeNode, "", "a retry preset (unset: max_retries, else the graph's default_max_retries, 0 by default, with standard's delays)", "none", "standard", "aggressive", "linear", "patient"),

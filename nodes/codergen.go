@@ -134,14 +134,19 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 	// workflow_mode="planning": the work tree is compared before and after
 	// the run; changes outside docs/ fail the node and are reverted.
 	guard, guardNote := startPlanningGuard(ctx, in)
+	text := textEvents{emit: in.Emit}
 	res, err := p.Run(ctx, req, func(ev agent.Event) {
 		switch {
+		case ev.Kind == "text":
+			text.add(ev.Text)
 		case ev.Kind == "tool_call" && in.Emit != nil:
+			text.flush()
 			in.Emit("agent.tool_call", map[string]any{"tool": ev.Tool})
 		case ev.Kind == "usage" && in.OnUsage != nil:
 			in.OnUsage(ev.Usage)
 		}
 	})
+	text.flush()
 	if guard != nil {
 		if v := guard.finish(ctx, r.deps.Clock); v != nil {
 			o := &Outcome{Status: StatusFail, FailureReason: v.reason()}
@@ -160,6 +165,10 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 	}
 	if err != nil {
 		o := &Outcome{Status: StatusFail, FailureReason: err.Error(), Retryable: errors.Is(err, agent.ErrRetryable)}
+		var ae *agent.Error
+		if errors.As(err, &ae) {
+			o.RetryAfter = ae.RetryAfter
+		}
 		if res != nil {
 			o.Usage = res.Usage
 		}
@@ -178,6 +187,12 @@ func (r *agentRunner) run(ctx context.Context, in *Input, t *turn) (*agent.Resul
 // providerName is the provider the node's agent runs with: llm_provider,
 // else the one its model implies, else the default, else mock.
 func (r *agentRunner) providerName(in *Input) string {
+	if r.deps.OverrideProviders {
+		if r.deps.DefaultProvider != "" {
+			return r.deps.DefaultProvider
+		}
+		return "mock"
+	}
 	name := in.Node.LLMProvider()
 	if name == "" {
 		name = agent.InferProvider(in.Node.LLMModel())

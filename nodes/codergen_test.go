@@ -1,10 +1,12 @@
 package nodes_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -234,10 +236,13 @@ func TestCodergenForwardsEvents(t *testing.T) {
 	in := input(t, g, "work")
 	var emitted []string
 	var usage agent.Usage
-	in.Emit = func(kind string, fields map[string]any) { emitted = append(emitted, kind+":"+fields["tool"].(string)) }
+	in.Emit = func(kind string, fields map[string]any) {
+		emitted = append(emitted, kind+":"+fmt.Sprint(fields["tool"])+fmt.Sprint(fields["message"]))
+	}
 	in.OnUsage = func(u agent.Usage) { usage = usage.Add(u) }
 	o := handle(t, r, in)
-	require.Equal(t, []string{"agent.tool_call:bash"}, emitted)
+	require.Equal(t, []string{"agent.text:<nil>thinking", "agent.tool_call:bash<nil>"}, emitted,
+		"streamed text is sent before the tool call that follows it")
 	require.Equal(t, agent.Usage{InputTokens: 10}, usage)
 	require.Equal(t, usage, o.Usage, "the outcome's usage is the run's total")
 }
@@ -255,4 +260,56 @@ func TestCodergenInputTemplate(t *testing.T) {
 	require.Equal(t, nodes.StatusSuccess, handle(t, r, in).Status)
 	require.True(t, strings.HasSuffix(p.last().Prompt, "Triage these alerts:\ndisk full on db-1\n\ncpu at 99%\nReply with a severity."), p.last().Prompt)
 	require.NotContains(t, p.last().Prompt, "Input (handoff)")
+}
+
+// TestCodergenStreamsTextByLine: an agent's streamed pieces become
+// agent.text events a line at a time (the rest at the end of the run), and
+// together they are the answer.
+func TestCodergenStreamsTextByLine(t *testing.T) {
+	g := load(t, codergenGraph)
+	pieces := []string{"Hel", "lo\nwor", "ld\nand", " more", strings.Repeat("x", 5000), "end"}
+	p := &scripted{run: func(req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
+		for _, s := range pieces {
+			onEvent(agent.Event{Kind: "text", Text: s})
+		}
+		return &agent.Result{Text: strings.Join(pieces, ""), Success: true}, nil
+	}}
+	r := registry(t, nodes.Deps{Providers: providers(p, nil)})
+	in := input(t, g, "work")
+	var texts []string
+	in.Emit = func(kind string, fields map[string]any) {
+		if kind == "agent.text" {
+			texts = append(texts, fields["message"].(string))
+		}
+	}
+	o := handle(t, r, in)
+	require.Equal(t, []string{"Hello\n", "world\n", "and more" + strings.Repeat("x", 5000), "end"}, texts)
+	require.Equal(t, o.Response, strings.Join(texts, ""))
+}
+
+// TestCodergenCarriesRetryAfter: a provider error's Retry-After reaches
+// the outcome, for the runtime's retry to wait that long.
+func TestCodergenCarriesRetryAfter(t *testing.T) {
+	g := load(t, codergenGraph)
+	p := &scripted{run: func(req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
+		return nil, &agent.Error{Provider: "x", Class: agent.ClassRateLimit, Retryable: true, Msg: "rate_limit: 429", RetryAfter: 7 * time.Second}
+	}}
+	r := registry(t, nodes.Deps{Providers: providers(p, nil)})
+	o := handle(t, r, input(t, g, "work"))
+	require.Equal(t, nodes.StatusFail, o.Status)
+	require.True(t, o.Retryable)
+	require.Equal(t, 7*time.Second, o.RetryAfter)
+}
+
+// TestOverrideProviders: with Deps.OverrideProviders every agent node runs
+// on the default provider, whatever its llm_provider or model say.
+func TestOverrideProviders(t *testing.T) {
+	g := load(t, codergenGraph)
+	for _, node := range []string{"work", "named", "labelled"} {
+		p := answering(&agent.Result{Text: "ok", Success: true}, nil)
+		var asked []string
+		r := registry(t, nodes.Deps{Providers: providers(p, &asked), DefaultProvider: "mock", OverrideProviders: true})
+		handle(t, r, input(t, g, node))
+		require.Equal(t, []string{"mock"}, asked, node)
+	}
 }

@@ -3,6 +3,7 @@ package nodes
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes/agent"
@@ -65,6 +66,10 @@ type Outcome struct {
 	// Retryable marks a failure caused by a transient error (rate limit,
 	// network, 5xx); such failures are retried up to max_retries.
 	Retryable bool
+	// RetryAfter is the least delay before a retry of a Retryable failure
+	// (the server's Retry-After); the retry waits for the longer of it and
+	// the node's backoff.
+	RetryAfter time.Duration
 	// Continue keeps the node working instead of routing its outcome:
 	// ContinueTick fires it again with a tick (auto mode), ContinueWait
 	// waits for its next input (an interactive conversation). The outcome's

@@ -150,6 +150,11 @@ type Deps struct {
 	Providers func(name string) (agent.Provider, error)
 	// DefaultProvider is used when a node names none and its model implies none.
 	DefaultProvider string
+	// OverrideProviders runs every agent node on DefaultProvider (else
+	// mock), whatever its llm_provider or llm_model say: a dry run of any
+	// graph with the mock (switchyard run --provider mock
+	// --override-providers).
+	OverrideProviders bool
 	// Interviewer asks people (wait.human).
 	Interviewer Interviewer
 	// Children runs child pipelines (stack.manager_loop).

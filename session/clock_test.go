@@ -29,6 +29,37 @@ func blockUntilDone(t *testing.T, cfg *session.Config, started chan<- string) {
 // kept on the real clock would never pass.
 var farFuture = time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// startBlocked starts src (kind "pipeline" or "session") on a fake clock
+// with custom.echo blocking until its context ends, sends the session's
+// slow node a message, and returns once that handler started; ctx bounds
+// the test.
+func startBlocked(t *testing.T, kind, src string) (*clock.Fake, *live, context.Context) {
+	t.Helper()
+	r := newRun(t)
+	clk := clock.NewFake(farFuture)
+	cfg := r.config(r.load(src))
+	cfg.Clock = clk
+	started := make(chan string, 1)
+	blockUntilDone(t, &cfg, started)
+	events := make(chan *pb.Event, 1000)
+	cfg.Observer = func(ev *pb.Event) { r.observe(ev); events <- ev }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	l := &live{run: r, s: s, events: events}
+	if kind == "session" {
+		l.publish(t, broker.NodeIn(s.ID(), "slow"), "go")
+	}
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the handler never started")
+	}
+	return clk, l, ctx
+}
+
 // TestNodeTimeoutUsesTheSessionClock: a node's timeout passes when the
 // session's clock says so.
 func TestNodeTimeoutUsesTheSessionClock(t *testing.T) {
@@ -37,28 +68,8 @@ func TestNodeTimeoutUsesTheSessionClock(t *testing.T) {
 		{"session", `digraph s { kind="session"; slow [type="custom.echo", timeout=1h] }`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRun(t)
-			clk := clock.NewFake(farFuture)
-			cfg := r.config(r.load(tc.src))
-			cfg.Clock = clk
-			started := make(chan string, 1)
-			blockUntilDone(t, &cfg, started)
-			events := make(chan *pb.Event, 1000)
-			cfg.Observer = func(ev *pb.Event) { r.observe(ev); events <- ev }
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := session.Start(ctx, cfg)
-			require.NoError(t, err)
-			defer s.Stop()
-			l := &live{run: r, s: s, events: events}
-			if tc.name == "session" {
-				l.publish(t, broker.NodeIn(s.ID(), "slow"), "go")
-			}
-			select {
-			case <-started:
-			case <-ctx.Done():
-				t.Fatal("the handler never started")
-			}
+			clk, l, ctx := startBlocked(t, tc.name, tc.src)
+			s := l.s
 			clk.Advance(59 * time.Minute)
 			clk.Advance(time.Minute)
 			ev := l.waitEvent(t, "slow completed", completedBy("slow"))
@@ -81,30 +92,10 @@ func TestTimeBudgetUsesTheSessionClock(t *testing.T) {
 		{"session", `digraph s { kind="session"; slow [type="custom.echo", budget_time=2h] }`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRun(t)
-			clk := clock.NewFake(farFuture)
-			cfg := r.config(r.load(tc.src))
-			cfg.Clock = clk
-			started := make(chan string, 1)
-			blockUntilDone(t, &cfg, started)
-			events := make(chan *pb.Event, 1000)
-			cfg.Observer = func(ev *pb.Event) { r.observe(ev); events <- ev }
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			s, err := session.Start(ctx, cfg)
-			require.NoError(t, err)
-			defer s.Stop()
-			l := &live{run: r, s: s, events: events}
-			if tc.name == "session" {
-				l.publish(t, broker.NodeIn(s.ID(), "slow"), "go")
-			}
-			select {
-			case <-started:
-			case <-ctx.Done():
-				t.Fatal("the handler never started")
-			}
+			clk, l, ctx := startBlocked(t, tc.name, tc.src)
+			s := l.s
 			clk.Advance(time.Hour)
-			require.Nil(t, r.event("node.completed", "slow"), "an hour in, the budget holds")
+			require.Nil(t, l.event("node.completed", "slow"), "an hour in, the budget holds")
 			clk.Advance(time.Hour)
 			ev := l.waitEvent(t, "slow completed", completedBy("slow"))
 			require.Equal(t, "fail", ev.Status)

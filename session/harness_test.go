@@ -91,10 +91,16 @@ func (r *run) observe(ev *pb.Event) {
 // exec runs src to completion and returns the report.
 func (r *run) exec(src string) *session.Report {
 	r.t.Helper()
-	g := r.load(src)
+	return r.runConfig(r.config(r.load(src)))
+}
+
+// runConfig runs cfg to completion (within 30 seconds) and returns the
+// report.
+func (r *run) runConfig(cfg session.Config) *session.Report {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := session.Start(ctx, r.config(g))
+	s, err := session.Start(ctx, cfg)
 	require.NoError(r.t, err)
 	rep, err := s.Wait(ctx)
 	require.NoError(r.t, err, "session did not complete")

@@ -333,12 +333,7 @@ func TestBudgetCrossedDuringRunCancelsHandler(t *testing.T) {
 				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 			}
 		})}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := session.Start(ctx, cfg)
-	require.NoError(t, err)
-	rep, err := s.Wait(ctx)
-	require.NoError(t, err)
+	rep := r.runConfig(cfg)
 	require.Equal(t, "fail", rep.Status)
 	require.Contains(t, rep.Reason, "a budget was spent during the run")
 	require.NotNil(t, r.event("budget.exceeded", "spend"))
@@ -373,4 +368,40 @@ func TestConversationOverBidirectionalEdge(t *testing.T) {
 	got := l.inputsOf("alice")
 	require.Equal(t, "handoff:hi bob", got[0])
 	require.Contains(t, got[1], "[mock] bob", "alice hears bob's replies on the reverse direction")
+}
+
+// TestRetryWaitsForRetryAfter: a retryable failure that carries the
+// server's Retry-After (30s, longer than the node's backoff) is retried
+// only once that much time has passed on the session's clock.
+func TestRetryWaitsForRetryAfter(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	l := serve(t, `digraph s { kind="session"; fetch [prompt="fetch", trigger=manual, max_retries=1] }`,
+		`{"fetch":[{"error":"rate_limit","retry_after":"30s"},{"status":"success","response":"fetched"}]}`, clk)
+	armed := clk.Pending()
+	require.NoError(t, l.s.System().Trigger("fetch", nil))
+	ev := l.waitEvent(t, "fetch retrying", func(ev *pb.Event) bool { return ev.Kind == "node.retrying" && ev.Node == "fetch" })
+	var delay string
+	for _, kv := range ev.Attrs {
+		if kv.Key == "delay_ms" {
+			delay = kv.Value
+		}
+	}
+	require.Equal(t, "30000", delay, "the retry waits for the server's Retry-After")
+	deadline := time.After(20 * time.Second)
+	for {
+		changed := clk.Changed()
+		if clk.Pending() > armed {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("the retry armed no timer")
+		}
+	}
+	clk.Advance(29 * time.Second)
+	require.Equal(t, 1, l.calls_("fetch"), "no retry before 30s")
+	clk.Advance(time.Second)
+	l.waitEvent(t, "fetch completed", completedBy("fetch"))
+	require.Equal(t, 2, l.calls_("fetch"))
 }

@@ -6,14 +6,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
-	"github.com/switchyard/switchyard/session"
 )
 
 // TestManagerSteersChildThroughItsInbox: stack.manager_loop's steer
@@ -64,12 +62,7 @@ func TestManagerSteersChildThroughItsInbox(t *testing.T) {
 			mu.Unlock()
 			return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 		})}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s, err := session.Start(ctx, cfg)
-	require.NoError(t, err)
-	rep, err := s.Wait(ctx)
-	require.NoError(t, err)
+	rep := r.runConfig(cfg)
 	require.Equal(t, "success", rep.Status, rep.Reason)
 	mu.Lock()
 	defer mu.Unlock()

@@ -62,25 +62,6 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 		return done
 	}
-	connect := func(done chan error) *broker.Broker {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			cfg := broker.DefaultConfig()
-			cfg.URL, cfg.Token = url, "adm"
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			b, err := broker.Start(ctx, cfg)
-			cancel()
-			if err == nil {
-				return b
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("serve exited before it listened: %v\n%s", err, logs.String())
-			default:
-			}
-			require.True(t, time.Now().Before(deadline), "serve never listened: %v", err)
-		}
-	}
 	acked := make([]bool, total)
 	// publish sends every envelope not acknowledged yet, 512 in flight,
 	// until the server goes away; it returns how many are acknowledged.
@@ -144,7 +125,7 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 	// First process: killed at the commit of the firing halfway.
 	start := time.Now()
 	done := serve("after-commit:" + strconv.Itoa(total/2))
-	b := connect(done)
+	b := connectServe(t, url, done, 60*time.Second, &logs)
 	sent := publish(b)
 	select {
 	case err := <-done:
@@ -157,7 +138,7 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 
 	// Second process: the same store; what was not acknowledged is sent again.
 	done = serve("")
-	b = connect(done)
+	b = connectServe(t, url, done, 60*time.Second, &logs)
 	defer b.Close()
 	require.Equal(t, total, publish(b), "every envelope acknowledged")
 	var cp *session.Checkpoint

@@ -108,6 +108,30 @@ func child(t *testing.T, dir, point string, args ...string) (*exec.Cmd, []byte, 
 	return cmd, out, err
 }
 
+// connectServe connects as the admin to a serve child listening on url
+// once it listens, failing the test when the child exits first (done
+// yields its exit) or within passes; logs is the child's stderr.
+func connectServe(t *testing.T, url string, done <-chan error, within time.Duration, logs *syncBuffer) *broker.Broker {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		cfg := broker.DefaultConfig()
+		cfg.URL, cfg.Token = url, "adm"
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		b, err := broker.Start(ctx, cfg)
+		cancel()
+		if err == nil {
+			return b
+		}
+		require.True(t, time.Now().Before(deadline), "serve never listened: %v\n%s", err, logs.String())
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited before it listened: %v\n%s", err, logs.String())
+		case <-time.After(50 * time.Millisecond): // the next attempt: a refused connection returns at once
+		}
+	}
+}
+
 // stderrOf is what a failed child wrote on stderr, for the failure message.
 func stderrOf(err error) string {
 	var ee *exec.ExitError
@@ -182,7 +206,7 @@ func TestCrashPipeline(t *testing.T) {
 			_, err := run(dir, p)
 			require.True(t, killed(err), "the run was not killed at %s: %v", p, err)
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
-			require.NoError(t, err, "resume after %s; stderr:\n%s", p, stderrOf(err))
+			require.NoError(t, err, "resume after %s; stderr:\n%s\nlast event: %v", p, stderrOf(err), lastEvent(t, out))
 			last := lastEvent(t, out)
 			require.Equal(t, "session.completed", last["kind"])
 			require.Equal(t, "success", last["status"])
@@ -332,25 +356,6 @@ func TestCrashServe(t *testing.T) {
 				})
 				return cmd, done
 			}
-			connect := func(done chan error) *broker.Broker {
-				deadline := time.Now().Add(30 * time.Second)
-				for {
-					cfg := broker.DefaultConfig()
-					cfg.URL, cfg.Token = url, "adm"
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					b, err := broker.Start(ctx, cfg)
-					cancel()
-					if err == nil {
-						return b
-					}
-					select {
-					case err := <-done:
-						t.Fatalf("serve exited before it listened: %v", err)
-					default:
-					}
-					require.True(t, time.Now().Before(deadline), "serve never listened: %v", err)
-				}
-			}
 			publish := func(b *broker.Broker, from int) int {
 				for i := from; i < total; i++ {
 					id := "e" + strconv.Itoa(i)
@@ -367,7 +372,7 @@ func TestCrashServe(t *testing.T) {
 
 			// First process: killed at the point while the stream comes in.
 			_, done := serve(p)
-			b := connect(done)
+			b := connectServe(t, url, done, 30*time.Second, &logs)
 			next := publish(b, 0)
 			select {
 			case err := <-done:
@@ -379,7 +384,7 @@ func TestCrashServe(t *testing.T) {
 
 			// Second process: the same store; the session is resumed.
 			cmd, done := serve("")
-			b = connect(done)
+			b = connectServe(t, url, done, 30*time.Second, &logs)
 			defer b.Close()
 			if next > 0 {
 				next-- // the last one may not have been accepted

@@ -37,12 +37,15 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("switchyard {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	for _, add := range subcommands {
 		root.AddCommand(add())
 	}
+	addCompletions(root)
 	return root
 }
 

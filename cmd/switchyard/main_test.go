@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -203,4 +205,19 @@ func TestRunWorkdir(t *testing.T) {
 	require.NoError(t, err, "the tool ran in --workdir")
 	_, err = os.Stat(filepath.Join(logs, "marked"))
 	require.True(t, os.IsNotExist(err), "not in the run directory")
+}
+
+// TestVersion: --version names the version, the commit and the Go
+// toolchain; -ldflags -X sets the first two.
+func TestVersion(t *testing.T) {
+	code, out, _ := cli(t, "--version")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `^switchyard \S+ \(commit \S+, go1\.\S+ \w+/\w+\)\n$`, out)
+	require.Contains(t, out, runtime.Version())
+
+	defer func(v, c string) { version, commit = v, c }(version, commit)
+	version, commit = "v1.2.3", "0123456789abcdef0123"
+	code, out, _ = cli(t, "--version")
+	require.Equal(t, 0, code)
+	require.Regexp(t, `^switchyard v1\.2\.3 \(commit 0123456789ab(\+modified)?, `+regexp.QuoteMeta(runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH)+`\)\n$`, out)
 }

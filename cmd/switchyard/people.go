@@ -246,34 +246,9 @@ func newSessionsCmd() *cobra.Command {
 			}
 			defer nc.Close()
 			// Every serving process answers; collect until the timeout.
-			inbox := nc.NewInbox()
-			ch := make(chan *nats.Msg, 64)
-			sub, err := nc.ChanSubscribe(inbox, ch)
+			all, err := listSessions(nc, c.denied, c.timeout)
 			if err != nil {
 				return &exitError{code: 1, err: err}
-			}
-			defer sub.Unsubscribe()
-			if err := nc.PublishRequest(SessionsSubject, inbox, nil); err != nil {
-				return &exitError{code: 1, err: err}
-			}
-			var all []SessionInfo
-			wait := time.After(c.timeout)
-		collect:
-			for {
-				select {
-				case err := <-c.denied:
-					if len(all) == 0 {
-						return &exitError{code: 1, err: fmt.Errorf("%w: %v", errPermissionDenied, err)}
-					}
-				case m := <-ch:
-					var list []SessionInfo
-					if json.Unmarshal(m.Data, &list) == nil {
-						all = append(all, list...)
-					}
-					wait = time.After(200 * time.Millisecond) // more processes may answer
-				case <-wait:
-					break collect
-				}
 			}
 			if asJSON {
 				data, _ := json.MarshalIndent(all, "", "  ")

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
+	"github.com/switchyard/switchyard/nodes/agent/llmapi"
 	"github.com/switchyard/switchyard/observe"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
@@ -35,6 +36,7 @@ type runFlags struct {
 	prices   string
 	answers  []string
 	provider string
+	override bool
 	nats     string
 	data     string
 	creds    storeFlags // --user, --password, --tls-ca for --nats (--token is token)
@@ -101,7 +103,8 @@ func (f *runFlags) addSessionFlags(cmd *cobra.Command) {
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
 	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
 	fl.StringArrayVar(&f.answers, "answer", nil, "pre-set human answer NODE=CHOICE (repeatable, queued per node)")
-	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini, command")
+	fl.StringVar(&f.provider, "provider", "mock", "default agent provider: mock, claude, codex, gemini-cli, command, openai, anthropic, gemini")
+	fl.BoolVar(&f.override, "override-providers", false, "run every agent node on --provider, whatever its llm_provider or llm_model say (--provider mock: a dry run)")
 	fl.StringVar(&f.nats, "nats", "", "the NATS server to run on instead of an embedded one")
 	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of the session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
 	// --token (below) is also the --nats credential.
@@ -156,7 +159,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	if err := f.web.check(webCreds{token: f.token, admin: f.adminToken}); err != nil {
 		return err
 	}
-	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices, override: f.override})
 	if err != nil {
 		return usageErr(err)
 	}
@@ -261,7 +264,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	cfg := session.Config{
 		ID: id, Graph: g, Broker: b, LogsDir: logs, WorkDir: f.workdir, Durable: f.durable, Observer: render, Replicas: f.replicas,
 		ControlAnswers: obs.answersOnPage(), // gates without a pre-set answer are answered on the page
-		Deps:           nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, Interviewer: iv},
+		Deps:           nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override, Interviewer: iv},
 	}
 	if obs.tp != nil {
 		// The run is a trace: every firing span is under this one.
@@ -453,17 +456,23 @@ func (noTerminal) Ask(_ context.Context, q *nodes.Question) (*nodes.Answer, erro
 
 // providers resolves agent providers by name for the handlers.
 type providerSet struct {
-	mock  *agent.Mock
-	reg   *agent.Registry
-	roles map[string]agent.Role
+	mock     *agent.Mock
+	reg      *agent.Registry
+	roles    map[string]agent.Role
+	override bool
 }
 
-// providerFiles are the files that configure the providers: the mock's
-// script, a directory of roles, a price table ("" = none).
-type providerFiles struct{ mock, roles, prices string }
+// providerFiles configure the providers: the mock's script, a directory
+// of roles, a price table ("" = none); override runs every agent node on
+// the default provider (--override-providers).
+type providerFiles struct {
+	mock, roles, prices string
+	override            bool
+}
 
-// newProviders registers the mock and the CLI providers (claude, codex,
-// gemini, command), configured with the roles and prices given.
+// newProviders registers the mock, the CLI providers (claude, codex,
+// gemini-cli, command) and the model APIs (openai, anthropic, gemini),
+// configured with the roles and prices given.
 func newProviders(files providerFiles) (*providerSet, error) {
 	var m *agent.Mock
 	if files.mock != "" {
@@ -491,7 +500,8 @@ func newProviders(files providerFiles) (*providerSet, error) {
 	reg := agent.NewRegistry()
 	reg.Register("mock", m)
 	agent.RegisterCLI(reg, agent.CLIOptions{Roles: roles, Prices: prices})
-	return &providerSet{mock: m, reg: reg, roles: roles}, nil
+	llmapi.Register(reg, llmapi.Options{Roles: roles, Prices: prices})
+	return &providerSet{mock: m, reg: reg, roles: roles, override: files.override}, nil
 }
 
 func (p *providerSet) lookup(name string) (agent.Provider, error) { return p.reg.Lookup(name) }
@@ -503,9 +513,9 @@ type nodeChecker interface {
 }
 
 // agentProvider is the provider an agent node runs with (the codergen
-// handler's order: llm_provider, the model's provider, the default); ok is
-// false for nodes that run no agent.
-func agentProvider(g *graph.Graph, n *graph.Node, def string) (name string, ok bool) {
+// handler's order: llm_provider, the model's provider, the default; with
+// override, the default always); ok is false for nodes that run no agent.
+func agentProvider(g *graph.Graph, n *graph.Node, def string, override bool) (name string, ok bool) {
 	switch g.HandlerType(n) {
 	case graph.TypeCodergen:
 	case graph.TypeConditional:
@@ -515,9 +525,11 @@ func agentProvider(g *graph.Graph, n *graph.Node, def string) (name string, ok b
 	default:
 		return "", false
 	}
-	name = n.Attrs.String("llm_provider")
-	if name == "" {
-		name = agent.InferProvider(n.Attrs.String("llm_model"))
+	if !override {
+		name = n.Attrs.String("llm_provider")
+		if name == "" {
+			name = agent.InferProvider(n.Attrs.String("llm_model"))
+		}
 	}
 	if name == "" {
 		name = def
@@ -539,7 +551,7 @@ func (p *providerSet) problems(ctx context.Context, g *graph.Graph, def string) 
 	}
 	seen := map[string]bool{}
 	for _, n := range g.Nodes {
-		name, ok := agentProvider(g, n, def)
+		name, ok := agentProvider(g, n, def, p.override)
 		if !ok {
 			continue
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -37,6 +38,8 @@ type SessionInfo struct {
 	Started string `json:"started"`
 	// Version is the graph's version: 1, then one more per live edit.
 	Version uint64 `json:"version"`
+	// Nodes are the node ids of the graph the session runs now.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 type serveFlags struct {
@@ -44,10 +47,11 @@ type serveFlags struct {
 	listen, token, adminToken        string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
+	override                         bool
 	workdir                          string
 	roles, prices                    string
 	json                             bool
-	durable, resume, all             bool
+	durable, resume, all, takeover   bool
 	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
@@ -101,6 +105,7 @@ its lease.`,
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: each session's run directory)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
+	fl.BoolVar(&f.override, "override-providers", false, "run every agent node on --provider, whatever its llm_provider or llm_model say")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
 	fl.StringVar(&f.prices, "prices", "", "JSON price table (per million tokens), added to the built-in one")
@@ -108,6 +113,7 @@ its lease.`,
 	fl.BoolVar(&f.durable, "durable", true, "keep the sessions in JetStream (they survive a crash of this process)")
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
 	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of each session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
+	fl.BoolVar(&f.takeover, "takeover", false, "keep watching the store and resume the sessions (of these files, or --all) whose runner died; serve with nothing to serve yet waits")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -125,7 +131,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if err := f.web.check(webCreds{token: f.token, admin: f.adminToken, user: f.user, password: f.password}); err != nil {
 		return err
 	}
-	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
+	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices, override: f.override})
 	if err != nil {
 		return usageErr(err)
 	}
@@ -193,7 +199,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		}
 		cfg := session.Config{ID: id, Graph: g, Broker: b, LogsDir: filepath.Join(logsRoot, id), WorkDir: f.workdir,
 			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]), Replicas: f.replicas,
-			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 		obs.instrument(&cfg)
 		s, err := startOrResume(ctx, f, cfg, stderr)
 		if err != nil {
@@ -225,21 +231,28 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			}
 		}()
 	}
-	if f.durable && (f.resume || f.all) {
-		// Sessions of these files (or, with --all, of the store) that a
-		// process left running come back too, with the graph they ran, in
-		// their own run and work directories.
-		mine := map[string]bool{}
-		for _, file := range files {
-			mine[absPath(file)] = true
-		}
+	mine := map[string]bool{}
+	for _, file := range files {
+		mine[absPath(file)] = true
+	}
+	// adopt resumes the sessions of these files (or, with --all, of the
+	// store) that a process left running, with the graph they ran, in
+	// their own run and work directories. quiet skips, without a word,
+	// those a live process holds (the rescans of --takeover).
+	adopt := func(quiet bool) int {
+		n := 0
 		running, err := session.Running(ctx, b)
-		if err != nil {
+		if err != nil && !quiet {
 			fmt.Fprintf(stderr, "listing the store's sessions: %v\n", err)
 		}
 		for _, m := range running {
 			if h.has(m.ID) || (!f.all && !mine[m.File]) {
 				continue
+			}
+			if quiet {
+				if o, err := session.ReadOwner(ctx, b, m.ID, time.Now()); err != nil || o != nil {
+					continue
+				}
 			}
 			g, file, err := storedGraph(ctx, b, m.ID, stderr)
 			if err != nil {
@@ -258,22 +271,29 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			}
 			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
 				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File, Replicas: f.replicas,
-				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}}
+				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 			obs.instrument(&cfg)
 			s, err := session.Resume(ctx, cfg)
 			if err != nil {
-				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				var held *session.HeldError
+				if !quiet || !errors.As(err, &held) {
+					fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				}
 				continue
 			}
 			if err := h.add(s, g, file); err != nil {
 				s.Stop()
 				continue
 			}
-			served++
+			n++
 			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
 		}
+		return n
 	}
-	if served == 0 {
+	if f.durable && (f.resume || f.all || f.takeover) {
+		served += adopt(false)
+	}
+	if served == 0 && !f.takeover {
 		h.stopAll()
 		return &exitError{code: 1, err: fmt.Errorf("no session to serve")}
 	}
@@ -288,11 +308,29 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 				"but no one can answer, trigger, stop or edit these sessions, nor read their stores, over the listener")
 		}
 	}
-	for running := served; running > 0; {
+	// With --takeover the store is scanned every third of a lease's TTL:
+	// a session whose owner died (its lease expired, or its process of
+	// this host is gone) is resumed here.
+	var rescan <-chan time.Time
+	var scan clock.Timer
+	clk := serveClock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	if f.durable && f.takeover {
+		scan = clk.NewTimer(session.DefaultLeaseTTL / 3)
+		defer scan.Stop()
+		rescan = scan.C()
+		fmt.Fprintln(stderr, "taking over the sessions whose runner dies")
+	}
+	for running := served; running > 0 || f.takeover; {
 		select {
 		case id := <-h.stopped:
 			fmt.Fprintf(stderr, "session %s stopped\n", id)
 			running--
+		case <-rescan:
+			running += adopt(true)
+			scan.Reset(session.DefaultLeaseTTL / 3)
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept")
 			h.stopAll()
@@ -388,6 +426,11 @@ func (h *host) listen() error {
 		for _, e := range h.entries {
 			info := e.info
 			info.Version = e.s.Version()
+			if g := e.s.System().Graph(); g != nil {
+				for _, n := range g.Nodes {
+					info.Nodes = append(info.Nodes, n.ID)
+				}
+			}
 			list = append(list, info)
 		}
 		h.mu.Unlock()

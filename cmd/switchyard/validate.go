@@ -37,7 +37,7 @@ is an error diagnostic (rule provider_ready) at the node.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var check func(*graph.Graph) []graph.Diagnostic
 			if pc.enabled {
-				providers, err := newProviders(providerFiles{roles: pc.roles})
+				providers, err := newProviders(providerFiles{roles: pc.roles, override: pc.override})
 				if err != nil {
 					return usageErr(err)
 				}
@@ -54,14 +54,15 @@ is an error diagnostic (rule provider_ready) at the node.`,
 	cmd.Flags().BoolVar(&asSession, "session", false, "validate as a reactive session (no start or exit node needed)")
 	cmd.Flags().BoolVar(&pc.enabled, "providers", false, "also check that the agent providers the graph uses can run")
 	cmd.Flags().StringVar(&pc.provider, "provider", "mock", "with --providers: the default agent provider, as for run")
+	cmd.Flags().BoolVar(&pc.override, "override-providers", false, "with --providers: every agent node runs on --provider, as for run")
 	cmd.Flags().StringVar(&pc.roles, "roles", "", "with --providers: directory of agent roles, as for run")
 	return cmd
 }
 
 // providerCheck is what validate --providers checks with.
 type providerCheck struct {
-	enabled         bool
-	provider, roles string
+	enabled, override bool
+	provider, roles   string
 }
 
 // jsonDiagnostic is a diagnostic as `validate --json` prints it.

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -52,22 +53,32 @@ var classPatterns = []struct {
 // limit, other 4xx bad request, 5xx server), else words do.
 func ClassifyMessage(msg string) Class {
 	if m := statusCode.FindStringSubmatch(msg); m != nil {
-		code := m[1] + m[2]
-		switch {
-		case code == "401" || code == "403":
-			return ClassAuth
-		case code == "429" || code == "529":
-			return ClassRateLimit
-		case code[0] == '4':
-			return ClassBadRequest
-		default:
-			return ClassServer
-		}
+		code, _ := strconv.Atoi(m[1] + m[2])
+		return ClassifyStatus(code)
 	}
 	for _, p := range classPatterns {
 		if p.re.MatchString(msg) {
 			return p.class
 		}
+	}
+	return ClassUnknown
+}
+
+// ClassifyStatus returns the class of an HTTP error status: 401/403 auth,
+// 408 network (the request timed out), 429/529 rate limit, other 4xx bad
+// request, 5xx server; ClassUnknown for anything else.
+func ClassifyStatus(code int) Class {
+	switch {
+	case code == 401 || code == 403:
+		return ClassAuth
+	case code == 408:
+		return ClassNetwork
+	case code == 429 || code == 529:
+		return ClassRateLimit
+	case code >= 400 && code < 500:
+		return ClassBadRequest
+	case code >= 500 && code < 600:
+		return ClassServer
 	}
 	return ClassUnknown
 }

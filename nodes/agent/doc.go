@@ -2,7 +2,9 @@
 // interface, the Request it runs and the Result and streamed Events it
 // returns, the classified Error of a failed run, and the built-in
 // providers: the scripted Mock (switchyard run --mock FILE), the claude,
-// codex and gemini CLIs, and a generic command.
+// codex and gemini CLIs (claude, codex, gemini-cli), and a generic command.
+// The providers that call model APIs (openai, anthropic, gemini) are in
+// package llmapi.
 //
 // Providers are called by the codergen and conditional node handlers
 // (package nodes) on a goroutine of the node's own; they must honour ctx,

@@ -62,7 +62,8 @@ type cli struct {
 }
 
 func newCLI(name, defaultBin, hint string, opts CLIOptions) cli {
-	c := cli{name: name, bin: opts.Bin, envVar: "SWITCHYARD_" + strings.ToUpper(name) + "_BIN", hint: hint, opts: opts}
+	envName := strings.ToUpper(strings.TrimSuffix(name, "-cli")) // gemini-cli: SWITCHYARD_GEMINI_BIN
+	c := cli{name: name, bin: opts.Bin, envVar: "SWITCHYARD_" + envName + "_BIN", hint: hint, opts: opts}
 	if c.bin == "" {
 		c.bin = os.Getenv(c.envVar)
 	}

@@ -14,9 +14,9 @@ import (
 // (Until agenttest.Run exists; then the providers run through it too.)
 func TestCLIConformance(t *testing.T) {
 	ctors := map[string]func(t *testing.T) agent.Provider{
-		"claude": func(t *testing.T) agent.Provider { f := newFake(t, "claude"); return f.provider(f.opts(false)) },
-		"codex":  func(t *testing.T) agent.Provider { f := newFake(t, "codex"); return f.provider(f.opts(false)) },
-		"gemini": func(t *testing.T) agent.Provider { f := newFake(t, "gemini"); return f.provider(f.opts(false)) },
+		"claude":     func(t *testing.T) agent.Provider { f := newFake(t, "claude"); return f.provider(f.opts(false)) },
+		"codex":      func(t *testing.T) agent.Provider { f := newFake(t, "codex"); return f.provider(f.opts(false)) },
+		"gemini-cli": func(t *testing.T) agent.Provider { f := newFake(t, "gemini"); return f.provider(f.opts(false)) },
 		"command": func(t *testing.T) agent.Provider {
 			return agent.NewCommand(agent.CLIOptions{Bin: "echo Hello world"})
 		},

@@ -1,9 +1,9 @@
 package agent
 
 // CLIProviders are the names RegisterCLI registers.
-var CLIProviders = []string{"claude", "codex", "gemini", "command"}
+var CLIProviders = []string{"claude", "codex", "gemini-cli", "command"}
 
-// RegisterCLI adds the CLI providers (claude, codex, gemini, command) to r,
+// RegisterCLI adds the CLI providers (claude, codex, gemini-cli, command) to r,
 // each configured with opts. opts.Bin is ignored: each provider takes its
 // executable from SWITCHYARD_<NAME>_BIN, else its usual name (for command:
 // the default command line from SWITCHYARD_COMMAND_BIN, else none). To
@@ -14,7 +14,7 @@ func RegisterCLI(r *Registry, opts CLIOptions) {
 	opts.Bin = ""
 	r.Register("claude", NewClaude(opts))
 	r.Register("codex", NewCodex(opts))
-	r.Register("gemini", NewGemini(opts))
+	r.Register("gemini-cli", NewGemini(opts))
 	cmd := opts
 	cmd.Bin = getenv("SWITCHYARD_COMMAND_BIN")
 	r.Register("command", NewCommand(cmd))

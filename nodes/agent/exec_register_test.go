@@ -28,7 +28,7 @@ func TestRegisterCLI(t *testing.T) {
 	require.NoError(t, claude.(agent.Checker).Check(context.Background()))
 	codex, _ := r.Lookup("codex")
 	require.ErrorIs(t, codex.(agent.Checker).Check(context.Background()), agent.ErrNotInstalled)
-	gemini, _ := r.Lookup("gemini")
+	gemini, _ := r.Lookup("gemini-cli")
 	require.Equal(t, "gemini", gemini.(*agent.Gemini).Bin())
 	cmd, _ := r.Lookup("command")
 	res, err := cmd.Run(context.Background(), &agent.Request{Prompt: "via default"}, nil)

@@ -101,7 +101,7 @@ func TestCLIScenarios(t *testing.T) {
 				require.Equal(t, tc.retryable, errors.Is(err, agent.ErrRetryable), "error: %v", err)
 				require.Equal(t, !tc.retryable, errors.Is(err, agent.ErrTerminal), "error: %v", err)
 				require.Contains(t, err.Error(), tc.msg)
-				require.Contains(t, err.Error(), tc.provider+": ")
+				require.Contains(t, err.Error(), p.Name()+": ")
 				return
 			}
 			require.NoError(t, err)

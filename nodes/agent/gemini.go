@@ -25,13 +25,14 @@ var (
 	_ Checker  = (*Gemini)(nil)
 )
 
-// NewGemini returns the gemini provider.
+// NewGemini returns the gemini-cli provider. (The provider "gemini" calls
+// the Gemini API: package llmapi.)
 func NewGemini(opts CLIOptions) *Gemini {
-	return &Gemini{newCLI("gemini", "gemini", "install the Gemini CLI: npm install -g @google/gemini-cli", opts)}
+	return &Gemini{newCLI("gemini-cli", "gemini", "install the Gemini CLI: npm install -g @google/gemini-cli", opts)}
 }
 
-// Name is "gemini".
-func (g *Gemini) Name() string { return "gemini" }
+// Name is "gemini-cli".
+func (g *Gemini) Name() string { return "gemini-cli" }
 
 // Run runs one Gemini session (or resumes req.ResumeSession).
 func (g *Gemini) Run(ctx context.Context, req *Request, onEvent func(Event)) (*Result, error) {
@@ -224,7 +225,7 @@ func (p *geminiParser) finish(ex *proc.Exit, emit func(Event)) (*Result, error) 
 	}
 	if p.otherN > 0 {
 		res.Notes = JoinNotes(res.Notes, "skipped "+strconv.Itoa(p.otherN)+" malformed output line(s), the first: "+clip(firstLine(p.other.String()), 200))
-		p.g.log.Warn("agent output lines skipped", "provider", "gemini", "count", p.otherN)
+		p.g.log.Warn("agent output lines skipped", "provider", "gemini-cli", "count", p.otherN)
 	}
 	if ex.Canceled {
 		return res, nil

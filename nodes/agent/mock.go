@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MockResult is one scripted result of the mock provider.
@@ -29,6 +30,9 @@ type MockResult struct {
 	// "rate_limit", "network" and "server" are retryable; "auth",
 	// "bad_request" and "unknown" are terminal.
 	Error string `json:"error,omitempty"`
+	// RetryAfter is the wait the scripted error asks for before a retry
+	// (a duration: "30s"), as a server's Retry-After would.
+	RetryAfter string `json:"retry_after,omitempty"`
 }
 
 // MockUsage is the usage a scripted result reports.
@@ -52,6 +56,14 @@ func (r *MockResult) check() error {
 	}
 	if r.Error != "" && !slices.Contains(mockClasses, Class(r.Error)) {
 		return fmt.Errorf("unknown error %q (rate_limit, network, server, auth, bad_request, unknown)", r.Error)
+	}
+	if r.RetryAfter != "" {
+		if r.Error == "" {
+			return errors.New("retry_after needs an error")
+		}
+		if d, err := time.ParseDuration(r.RetryAfter); err != nil || d < 0 {
+			return fmt.Errorf("bad retry_after %q (a duration, e.g. 30s)", r.RetryAfter)
+		}
 	}
 	if u := r.Usage; u != nil && (u.InputTokens < 0 || u.OutputTokens < 0 || u.Cost < 0) {
 		return errors.New("usage must not be negative")
@@ -200,7 +212,8 @@ func (m *Mock) Run(ctx context.Context, req *Request, onEvent func(Event)) (*Res
 	}
 	if r.Error != "" {
 		c := Class(r.Error)
-		return nil, &Error{Provider: "mock", Class: c, Retryable: c.Retryable(),
+		wait, _ := time.ParseDuration(r.RetryAfter) // checked when loaded
+		return nil, &Error{Provider: "mock", Class: c, Retryable: c.Retryable(), RetryAfter: wait,
 			Msg: fmt.Sprintf("scripted %s error for node %s", c, req.NodeID)}
 	}
 	res := &Result{Text: r.Response, Success: !strings.EqualFold(r.Status, "fail"), Status: r.Status,

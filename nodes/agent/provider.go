@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Usage is what one agent run consumed.
@@ -93,6 +94,10 @@ type Error struct {
 	// Class is the error's category (ClassRateLimit...), "" when the
 	// provider did not classify it.
 	Class Class
+	// RetryAfter is how long the server asked to wait before trying again
+	// (an HTTP Retry-After, a Gemini RetryInfo), 0 when it did not say.
+	// The node's retry waits at least this long.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

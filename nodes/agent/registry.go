@@ -7,9 +7,10 @@ import (
 	"sync"
 )
 
-// InferProvider guesses the provider from a model name: claude models →
-// claude; gpt, o-series and codex models → codex; gemini models → gemini;
-// anything else → "".
+// InferProvider guesses the provider from a model name — always one of
+// the agent CLIs: claude models → claude; gpt, o-series and codex models →
+// codex; gemini models → gemini-cli; anything else → "". (The model APIs,
+// openai, anthropic and gemini, are chosen with llm_provider.)
 func InferProvider(model string) string {
 	m := strings.ToLower(strings.TrimSpace(model))
 	switch {
@@ -20,7 +21,7 @@ func InferProvider(model string) string {
 	case strings.HasPrefix(m, "gpt") || strings.HasPrefix(m, "o1") || strings.HasPrefix(m, "o3") || strings.HasPrefix(m, "o4") || strings.Contains(m, "codex"):
 		return "codex"
 	case strings.HasPrefix(m, "gemini"):
-		return "gemini"
+		return "gemini-cli"
 	}
 	return ""
 }
