@@ -146,3 +146,37 @@ func TestOverrideProvidersDryRunsWithTheMock(t *testing.T) {
 	code, _, _ = cli(t, "validate", "--providers", "--override-providers", file)
 	require.Equal(t, 0, code, "validate checks what run would run")
 }
+
+// TestModelAPIUsageCountsAgainstBudgets: the tokens an API reports are
+// charged to the graph's budget as they arrive; the run that crosses it
+// stops the pipeline with the budget's reason.
+func TestModelAPIUsageCountsAgainstBudgets(t *testing.T) {
+	s := llmapitest.Start(t)
+	apiEnv(t, s)
+	dir := t.TempDir()
+	file := writeFile(t, dir, "budget.dot", `digraph budget {
+  graph [goal="g", budget_tokens=250]
+  start [shape=Mdiamond]
+  exit  [shape=Msquare]
+  one   [llm_provider="anthropic", prompt="first"]
+  two   [llm_provider="gemini", prompt="second"]
+  three [llm_provider="openai", prompt="third"]
+  start -> one -> two -> three -> exit
+}
+`)
+	code, out, errOut := cli(t, "run", file, "--json", "--logs", filepath.Join(dir, "logs"), "--data", t.TempDir())
+	require.Equal(t, 1, code, errOut)
+	evs := events(t, out)
+	require.NotContains(t, completed(evs), "three=success", "nothing runs past the budget")
+	var reason string
+	for _, e := range evs {
+		if e["kind"] == "session.completed" {
+			require.Equal(t, "fail", e["status"])
+			reason, _ = e["message"].(string)
+		}
+	}
+	require.Contains(t, reason, "budget")
+	for _, r := range s.Requests() {
+		require.False(t, strings.HasSuffix(r.Prompt, "third"), "the third agent was never called")
+	}
+}
