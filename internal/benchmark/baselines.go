@@ -290,8 +290,21 @@ func publishJS(ctx context.Context, env *Env, n int, mk func(i int) (string, *pb
 		msg := nats.NewMsg(subj)
 		msg.Data = data
 		msg.Header.Set(nats.MsgIdHdr, e.GetId())
-		if _, err := js.PublishMsgAsync(msg); err != nil {
-			return err
+		for {
+			_, err := js.PublishMsgAsync(msg)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// The server is behind with its acknowledgements: wait for
+			// them, then send this one again.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	select {
