@@ -231,6 +231,25 @@ func (l *lease) renewOnce() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rev, err := l.kv.Update(ctx, l.id, data, l.rev)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// The entry moved on. An earlier renewal whose reply never came (it
+		// timed out on a loaded machine) may have been written all the same:
+		// the entry is still this process's when it carries its token, and
+		// the renewal is made again after that revision. Another token is a
+		// taker's.
+		var e jetstream.KeyValueEntry
+		if e, err = l.kv.Get(ctx, l.id); err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				return ErrLeaseLost
+			}
+			return err // unknown: tried again at the next renewal
+		}
+		var cur Owner
+		if json.Unmarshal(e.Value(), &cur) != nil || cur.Token != l.owner.Token {
+			return ErrLeaseLost
+		}
+		rev, err = l.kv.Update(ctx, l.id, data, e.Revision())
+	}
 	switch {
 	case err == nil:
 		l.owner, l.rev = o, rev

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
@@ -122,4 +123,53 @@ func TestLeaseLostStopsTheSession(t *testing.T) {
 	o, err := session.ReadOwner(ctx, r.broker, "taken", clk2.Now())
 	require.NoError(t, err)
 	require.NotNil(t, o, "the first owner's stop leaves the new owner's lease")
+}
+
+// A renewal written although its reply never came (it timed out on a
+// loaded machine) does not cost the owner its lease: the next renewal
+// finds the entry moved on but still naming this process, and renews it
+// after that revision.
+func TestLeaseRenewalSurvivesALostReply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	cfg := r.config(r.load(leaseGraph))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "renewed", true, ""
+	cfg.LeaseTTL = 300 * time.Millisecond // renewed every 100 ms
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+
+	kv, err := r.broker.JetStream().KeyValue(ctx, broker.LeaseBucket)
+	require.NoError(t, err)
+	w, err := kv.Watch(ctx, "renewed", jetstream.UpdatesOnly())
+	require.NoError(t, err)
+	defer func() { _ = w.Stop() }()
+	// The owner's entry written again behind its back: what a renewal
+	// whose reply was lost leaves in the store.
+	e, err := kv.Get(ctx, "renewed")
+	require.NoError(t, err)
+	var mine session.Owner
+	require.NoError(t, json.Unmarshal(e.Value(), &mine))
+	rev, err := kv.Put(ctx, "renewed", e.Value())
+	require.NoError(t, err)
+
+	for renewed := false; !renewed; {
+		select {
+		case u := <-w.Updates():
+			if u == nil || u.Revision() <= rev {
+				continue
+			}
+			require.Equal(t, jetstream.KeyValuePut, u.Operation(), "the owner renewed, it did not give up")
+			var o session.Owner
+			require.NoError(t, json.Unmarshal(u.Value(), &o))
+			require.Equal(t, mine.Token, o.Token, "renewed by the same owner")
+			renewed = true
+		case <-s.Done():
+			t.Fatalf("the owner stopped: %s", s.Report().Reason)
+		case <-ctx.Done():
+			t.Fatal("the owner never renewed its lease")
+		}
+	}
+	require.Nil(t, r.event("session.lease_lost", ""))
 }
