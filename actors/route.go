@@ -34,10 +34,11 @@ type committed struct {
 }
 
 // finish applies a handler's outcome: context, routing, the commit record
-// and the envelopes to publish, on the actor goroutine; then it hands the
-// I/O (the journal commit, the events, the publications) to the node's
-// runner goroutine, which reports back with committed. It returns false
-// when nothing was handed out (the session is stopping).
+// and the envelopes to publish, on the actor goroutine; then, in a durable
+// session, it hands the I/O (the journal commit, the events, the
+// publications) to the node's runner goroutine, which reports back with
+// committed. It returns false when nothing was handed out (the session is
+// stopping, or it is not durable and the firing was completed in place).
 func (a *nodeActor) finish(m *runDone) bool {
 	j := m.res
 	o := j.outcome
@@ -135,6 +136,16 @@ func (a *nodeActor) finish(m *runDone) bool {
 		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "continue", Value: string(o.Continue)})
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
+	if a.s.cfg.JetStream == nil {
+		// Not durable: the commit only updates the journal in memory (its
+		// file is written in the background) and core NATS publications
+		// are buffered writes — nothing here blocks, so it runs in place,
+		// without two goroutine hops per firing.
+		done := a.commitAndPublish(commit.Node, commit, ev, o, j.attempts, hops)
+		a.s.editMu.RUnlock()
+		a.committedDone(done)
+		return false
+	}
 	self := a.s.pidOf(a.node.ID)
 	if self == nil || !a.s.runOn(a.runner, func() {
 		defer a.s.editMu.RUnlock()
