@@ -142,10 +142,13 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 	defer b.Close()
 	require.Equal(t, total, publish(b), "every envelope acknowledged")
 	var cp *session.Checkpoint
+	fired := time.After(10 * time.Minute)
 	for n := 0; n < total; {
 		select {
 		case err := <-done:
 			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		case <-fired:
+			t.Fatalf("%d of %d envelopes fired after 10 minutes\n%s", n, total, logs.String())
 		case <-time.After(500 * time.Millisecond): // poll the store
 		}
 		n, cp = visits(b)

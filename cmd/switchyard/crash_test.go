@@ -181,7 +181,7 @@ func TestCrashPipeline(t *testing.T) {
 	}
 	refDir := t.TempDir()
 	out, err := run(refDir, "")
-	require.NoError(t, err)
+	require.NoError(t, err, "the uninterrupted run: %s", stderrOf(err))
 	require.Equal(t, "success", lastEvent(t, out)["status"])
 	ref := readOutcome(t, refDir, "c1")
 	require.Len(t, ref.firings, 11)
@@ -204,7 +204,7 @@ func TestCrashPipeline(t *testing.T) {
 		t.Run(p, func(t *testing.T) {
 			dir := t.TempDir()
 			_, err := run(dir, p)
-			require.True(t, killed(err), "the run was not killed at %s: %v", p, err)
+			require.True(t, killed(err), "the run was not killed at %s: %v\n%s", p, err, stderrOf(err))
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
 			require.NoError(t, err, "resume after %s; stderr:\n%s\nlast event: %v", p, stderrOf(err), lastEvent(t, out))
 			last := lastEvent(t, out)
@@ -258,7 +258,7 @@ func TestCrashCreation(t *testing.T) {
 	}
 	refDir := t.TempDir()
 	_, err = run(refDir, "")
-	require.NoError(t, err)
+	require.NoError(t, err, "the uninterrupted run: %s", stderrOf(err))
 	ref := readOutcome(t, refDir, "c1")
 
 	for _, tc := range []struct {
@@ -271,7 +271,7 @@ func TestCrashCreation(t *testing.T) {
 		t.Run(tc.point, func(t *testing.T) {
 			dir := t.TempDir()
 			_, err := run(dir, tc.point)
-			require.True(t, killed(err), "the run was not killed at %s: %v", tc.point, err)
+			require.True(t, killed(err), "the run was not killed at %s: %v\n%s", tc.point, err, stderrOf(err))
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
 			if tc.recorded {
 				require.NoError(t, err, "resume after %s; stderr:\n%s", tc.point, stderrOf(err))
