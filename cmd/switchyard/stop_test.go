@@ -50,9 +50,13 @@ func TestStoppedSessionStaysStopped(t *testing.T) {
 	var wlog syncBuffer
 	events := watchEvents(t, watcher, "sy.st.evt.>", &wlog)
 
-	var logsA, logsB syncBuffer
+	var logsA, logsB, logsC syncBuffer
 	_, ownerDone := start(&logsA, "serve", file, "--id", "st")
 	events.wait("session.started", "")
+	other, otherDone := start(&logsC, "serve", file, "--id", "st2")
+	var wlog2 syncBuffer
+	events2 := watchEvents(t, watcher, "sy.st2.evt.>", &wlog2)
+	events2.wait("session.started", "")
 	standby, standbyDone := start(&logsB, "serve", "--all", "--takeover")
 
 	code, out, errOut := cli(t, "stop", "st", "--by", "alice", "--nats", url, "--token", "adm")
@@ -72,9 +76,19 @@ func TestStoppedSessionStaysStopped(t *testing.T) {
 	for _, s := range stored {
 		status[s.ID] = s.Status
 	}
-	require.Equal(t, map[string]string{"st": "stopped"}, status)
+	require.Equal(t, map[string]string{"st": "stopped", "st2": "running"}, status)
 
-	// serve --all finds nothing to run: st is stopped.
+	// The other session's owner dies: the standby's scan that takes st2
+	// over sees st too, and leaves it stopped.
+	var wlog3 syncBuffer
+	resumed2 := watchEvents(t, watcher, "sy.st2.evt.>", &wlog3) // the taker numbers its events anew
+	require.NoError(t, other.Process.Signal(syscall.SIGKILL))
+	require.True(t, killed(<-otherDone))
+	resumed2.wait("session.resumed", "")
+	require.Contains(t, logsB.String(), "resumed session st2 (")
+	require.NotContains(t, logsB.String(), "resumed session st (")
+
+	// serve --all finds nothing to run: st is stopped, st2 is served.
 	code, _, errOut = cli(t, "serve", "--all", "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"))
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "no session to serve")
@@ -87,12 +101,11 @@ func TestStoppedSessionStaysStopped(t *testing.T) {
 	require.Contains(t, errOut, "switchyard resume st --reopen")
 
 	// --reopen runs it again, until it is stopped again.
-	var logsD, wlog2 syncBuffer
+	var logsD, wlog4 syncBuffer
 	// A watcher of its own: the resumed process numbers its events anew.
-	events2 := watchEvents(t, watcher, "sy.st.evt.>", &wlog2)
+	reopened := watchEvents(t, watcher, "sy.st.evt.>", &wlog4)
 	_, reopenDone := start(&logsD, "resume", "st", "--reopen")
-	defer func() { t.Logf("resume: %s", logsD.String()) }()
-	events2.wait("session.resumed", "")
+	reopened.wait("session.resumed", "")
 	rec, err = session.ReadStopped(ctx, srv, "st")
 	require.NoError(t, err)
 	require.Nil(t, rec, "reopened")
