@@ -17,9 +17,11 @@ const DefaultRetain = 7 * 24 * time.Hour
 // Stored is a durable session the store holds.
 type Stored struct {
 	Meta
-	Status string    `json:"status"` // running, success or fail
-	Seq    uint64    `json:"checkpoint"`
-	Last   time.Time `json:"last"` // when its last checkpoint was written
+	Status string `json:"status"` // running, success, fail or stopped (see End)
+	// Stopped is who stopped it and when (status stopped).
+	Stopped *StopRecord `json:"stopped,omitempty"`
+	Seq     uint64      `json:"checkpoint"`
+	Last    time.Time   `json:"last"` // when its last checkpoint was written
 }
 
 // List returns the durable sessions of the store, by id.
@@ -43,6 +45,11 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 				st.Last = cp.Timestamp
 			}
 		}
+		if st.Status == "running" {
+			if r, err := ReadStopped(ctx, b, id); err == nil && r != nil {
+				st.Status, st.Stopped = "stopped", r
+			}
+		}
 		out = append(out, st)
 	}
 	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
@@ -53,7 +60,8 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 }
 
 // Running lists the durable sessions whose last checkpoint says they are
-// running (a process died or was stopped with them).
+// running (a process died or was interrupted with them); the sessions an
+// operator stopped (End) are not among them.
 func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
 	all, err := List(ctx, b)
 	var out []Meta

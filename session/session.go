@@ -87,6 +87,11 @@ type Config struct {
 	// (ID) from another one's checkpoint (0: its latest).
 	ForkOf         string
 	FromCheckpoint uint64
+	// Reopen lets Resume run a session its operator stopped (see End);
+	// ReopenedBy is recorded as who did. Without it such a resume is
+	// refused with a *StoppedError.
+	Reopen     bool
+	ReopenedBy string
 	// LeaseTTL is how long a durable session's lease lasts without renewal
 	// (DefaultLeaseTTL when zero): another process may take the session
 	// over that long after its owner died.
@@ -274,6 +279,12 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		// write it.
 		if cl, err = claim(ctx, &cfg); err != nil {
 			return nil, err
+		}
+		if cfg.ForkOf == "" {
+			if err = checkStopped(ctx, &cfg, cl); err != nil {
+				cl.release()
+				return nil, err
+			}
 		}
 		if cp, err = LoadCheckpoint(ctx, cfg.Broker, src, cfg.FromCheckpoint); err != nil {
 			cl.release()

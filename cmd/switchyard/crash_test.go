@@ -132,6 +132,16 @@ func connectServe(t *testing.T, url string, done <-chan error, within time.Durat
 	}
 }
 
+// runCrashPipeline runs testdata/crash.dot as session c1 in dir (--json),
+// killed at point when it is not empty.
+func runCrashPipeline(t *testing.T, dir, point string) ([]byte, error) {
+	t.Helper()
+	pipeline, err := filepath.Abs("testdata/crash.dot")
+	require.NoError(t, err)
+	_, out, err := child(t, dir, point, "run", pipeline, "--data", "data", "--logs", "logs", "--id", "c1", "--json")
+	return out, err
+}
+
 // stderrOf is what a failed child wrote on stderr, for the failure message.
 func stderrOf(err error) string {
 	var ee *exec.ExitError
@@ -173,14 +183,8 @@ func lastEvent(t *testing.T, out []byte) map[string]any {
 // produced, the iteration counts and the side effects equal those of an
 // uninterrupted run; nothing is lost and nothing consumed twice.
 func TestCrashPipeline(t *testing.T) {
-	pipeline, err := filepath.Abs("testdata/crash.dot")
-	require.NoError(t, err)
-	run := func(dir, point string) ([]byte, error) {
-		_, out, err := child(t, dir, point, "run", pipeline, "--data", "data", "--logs", "logs", "--id", "c1", "--json")
-		return out, err
-	}
 	refDir := t.TempDir()
-	out, err := run(refDir, "")
+	out, err := runCrashPipeline(t, refDir, "")
 	require.NoError(t, err, "the uninterrupted run: %s", stderrOf(err))
 	require.Equal(t, "success", lastEvent(t, out)["status"])
 	ref := readOutcome(t, refDir, "c1")
@@ -203,7 +207,7 @@ func TestCrashPipeline(t *testing.T) {
 	for _, p := range points {
 		t.Run(p, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := run(dir, p)
+			_, err := runCrashPipeline(t, dir, p)
 			require.True(t, killed(err), "the run was not killed at %s: %v\n%s", p, err, stderrOf(err))
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
 			require.NoError(t, err, "resume after %s; stderr:\n%s\nlast event: %v", p, stderrOf(err), lastEvent(t, out))
@@ -250,14 +254,8 @@ func TestCrashPipeline(t *testing.T) {
 // recorded — resume says so and names run --id, the store then holds
 // nothing of it, and run --id starts it afresh.
 func TestCrashCreation(t *testing.T) {
-	pipeline, err := filepath.Abs("testdata/crash.dot")
-	require.NoError(t, err)
-	run := func(dir, point string) ([]byte, error) {
-		_, out, err := child(t, dir, point, "run", pipeline, "--data", "data", "--logs", "logs", "--id", "c1", "--json")
-		return out, err
-	}
 	refDir := t.TempDir()
-	_, err = run(refDir, "")
+	_, err := runCrashPipeline(t, refDir, "")
 	require.NoError(t, err, "the uninterrupted run: %s", stderrOf(err))
 	ref := readOutcome(t, refDir, "c1")
 
@@ -270,7 +268,7 @@ func TestCrashCreation(t *testing.T) {
 	} {
 		t.Run(tc.point, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := run(dir, tc.point)
+			_, err := runCrashPipeline(t, dir, tc.point)
 			require.True(t, killed(err), "the run was not killed at %s: %v\n%s", tc.point, err, stderrOf(err))
 			_, out, err := child(t, dir, "", "resume", "c1", "--data", "data", "--logs", "logs", "--json")
 			if tc.recorded {
@@ -302,7 +300,7 @@ func TestCrashCreation(t *testing.T) {
 			require.NoError(t, b.Close())
 
 			// And the way on works.
-			out, err = run(dir, "")
+			out, err = runCrashPipeline(t, dir, "")
 			require.NoError(t, err, "run --id after %s", tc.point)
 			require.Equal(t, "success", lastEvent(t, out)["status"])
 		})

@@ -31,7 +31,8 @@ that was interrupted runs again with the same attempt id, envelopes that were no
 are delivered, and iteration counts and budgets go on from where they were. The graph is
 read from the session's store, so only the id is needed (with the same --data or --nats).
 A pipeline runs to its end (exit status as for run); a reactive session is served until
-stopped (as by serve).
+stopped (as by serve). A session stopped with switchyard stop is ended: resume refuses it,
+naming who stopped it and when, unless --reopen says to run it again.
 
 With --from N --as NEW, a new session NEW starts from checkpoint N of SESSION (see
 switchyard history) and the original is left as it is.`,
@@ -51,6 +52,7 @@ switchyard history) and the original is left as it is.`,
 	fl := cmd.Flags()
 	fl.Uint64Var(&f.from, "from", 0, "fork from this checkpoint (a number from switchyard history)")
 	fl.StringVar(&f.forkAs, "as", "", "the fork's session id")
+	fl.BoolVar(&f.reopen, "reopen", false, "run a session that was stopped with switchyard stop again (recorded as reopened by $USER)")
 	return cmd
 }
 

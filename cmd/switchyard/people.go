@@ -216,19 +216,31 @@ An answer sent before the question is asked is kept for it.`,
 
 func newStopCmd() *cobra.Command {
 	c := &connFlags{}
+	var by string
 	cmd := &cobra.Command{
 		Use:   "stop SESSION",
-		Short: "Stop a served session (running handlers are cancelled, the checkpoint is kept)",
+		Short: "Stop a served session (running handlers are cancelled, the checkpoint is kept; a durable one is recorded as stopped)",
 		Args:  sessionArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := request(c, broker.Control(args[0], "stop"), map[string]string{}); err != nil {
+			if by == "" {
+				by = os.Getenv("USER")
+			}
+			rep, err := request(c, broker.Control(args[0], "stop"), map[string]string{"by": by})
+			if err != nil {
 				return err
+			}
+			var r struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(rep, &r) == nil && r.Error != "" {
+				return &exitError{code: 1, err: fmt.Errorf("session %s stopped, but its stop was not recorded (a standby or serve --all may resume it): %s", args[0], r.Error)}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "stopped session %s\n", args[0])
 			return nil
 		},
 	}
 	c.add(cmd)
+	cmd.Flags().StringVar(&by, "by", "", "who stops it, as recorded (default $USER)")
 	return cmd
 }
 

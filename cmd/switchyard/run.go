@@ -54,6 +54,7 @@ type runFlags struct {
 	resumeID string
 	from     uint64
 	forkAs   string
+	reopen   bool
 	retain   time.Duration
 
 	web               webFlags
@@ -297,6 +298,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 		if f.forkAs != "" {
 			cfg.ID, cfg.ForkOf, cfg.FromCheckpoint = f.forkAs, f.resumeID, f.from
 		}
+		cfg.Reopen, cfg.ReopenedBy = f.reopen, os.Getenv("USER")
 	case f.resume != "":
 		cfg.ID = f.id // the checkpoint's id unless --id is given
 		sid := runDirSession(f.resume)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -377,8 +378,21 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 		if broker.ServerReply(m) {
 			return // not a request (docs/security.md)
 		}
+		// The operator's stop is recorded (who, when): no resume, serve
+		// --all or takeover runs the session again on its own.
+		var req struct {
+			By string `json:"by"`
+		}
+		_ = json.Unmarshal(m.Data, &req)
 		// Reply before serve may exit: the last stop ends the process.
-		h.stopOne(e, func() { _ = broker.Respond(m, []byte(`{"status":"stopped"}`)) })
+		h.stopOne(e, stopperName(req.By), func(err error) {
+			if err != nil {
+				data, _ := json.Marshal(map[string]string{"status": "stopped", "error": err.Error()})
+				_ = broker.Respond(m, data)
+				return
+			}
+			_ = broker.Respond(m, []byte(`{"status":"stopped"}`))
+		})
 	})
 	if err != nil {
 		return err
@@ -447,20 +461,34 @@ func (h *host) listen() error {
 }
 
 // stopOne stops a session, calls replied, then tells serve.
-func (h *host) stopOne(e *hosted, replied func()) {
+func (h *host) stopOne(e *hosted, by string, replied func(error)) {
 	h.mu.Lock()
 	if e.stopped {
 		h.mu.Unlock()
-		replied()
+		replied(nil)
 		return
 	}
 	e.stopped = true
 	e.info.Status = "stopped"
 	h.mu.Unlock()
-	e.s.Stop()
+	err := e.s.End(by)
 	e.forget()
-	replied()
+	replied(err)
 	h.stopped <- e.info.ID
+}
+
+// stopperName is who a stop request says it comes from, as recorded:
+// printable, at most 64 bytes ("" when it says nothing usable).
+func stopperName(by string) string {
+	if len(by) > 64 {
+		by = by[:64]
+	}
+	for _, r := range by {
+		if r < 0x20 || r == 0x7f || !utf8.ValidRune(r) || r == utf8.RuneError {
+			return ""
+		}
+	}
+	return by
 }
 
 func (h *host) stopAll() {

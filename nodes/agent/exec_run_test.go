@@ -103,6 +103,14 @@ func TestCLIStreamsPartialOutput(t *testing.T) {
 func TestCLIEnvironment(t *testing.T) {
 	t.Setenv("CLAUDECODE", "1")
 	t.Setenv("CLAUDE_CODE_ENTRYPOINT", "cli")
+	// The SWITCHYARD_ variables checked are the runtime's, not the test
+	// process's own (CI runs the tests with SWITCHYARD_FULL=1).
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "SWITCHYARD_") {
+			t.Setenv(k, "") // restored after the test
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
 	for _, name := range cliNames {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t, name)
