@@ -113,8 +113,17 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		return nil, err
 	}
 	for _, id := range ed.Added {
-		undo = append(undo, func() { s.unspawn(g, id) })
-		if err := s.spawn(g, g.Node(id)); err != nil {
+		s.mu.Lock()
+		before := s.pids[id] // a removed node still finishing keeps its pid
+		s.mu.Unlock()
+		err := s.spawn(g, g.Node(id))
+		s.mu.Lock()
+		mine := s.pids[id] != nil && s.pids[id] != before
+		s.mu.Unlock()
+		if mine {
+			undo = append(undo, func() { s.unspawn(g, id) })
+		}
+		if err != nil {
 			return rollback(fmt.Errorf("actors: live edit: %w", err))
 		}
 	}
