@@ -33,6 +33,7 @@ type Dispatcher struct {
 	mu     sync.Mutex
 	ready  bool                    // the stream and the graph bucket exist
 	graphs map[*graph.Graph]string // graphs stored in the bucket, by hash
+	pools  map[string]bool         // pools whose consumer exists
 	kv     jetstream.KeyValue
 }
 
@@ -95,8 +96,10 @@ func graphBucket(ctx context.Context, js jetstream.JetStream, st broker.Storage,
 	})
 }
 
-// prepare makes the stream and stores g once; it returns g's key.
-func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph) (string, error) {
+// prepare makes the stream, the pool's consumer (when it has none: a
+// worker may have made it with its own ack wait) and stores g once; it
+// returns g's key.
+func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph, pool string, queue bool) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.ready {
@@ -107,7 +110,18 @@ func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph) (string, error
 		if err != nil {
 			return "", fmt.Errorf("pool: bucket %s: %w", GraphBucket, err)
 		}
-		d.kv, d.ready, d.graphs = kv, true, map[*graph.Graph]string{}
+		d.kv, d.ready, d.graphs, d.pools = kv, true, map[*graph.Graph]string{}, map[string]bool{}
+	}
+	if queue && !d.pools[pool] {
+		if _, err := d.JS.Consumer(ctx, Stream, ConsumerName(pool)); err != nil {
+			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return "", fmt.Errorf("pool %s: consumer: %w", pool, err)
+			}
+			if _, err := Consumer(ctx, d.JS, pool, 0); err != nil {
+				return "", fmt.Errorf("pool %s: consumer: %w", pool, err)
+			}
+		}
+		d.pools[pool] = true
 	}
 	if key, ok := d.graphs[g]; ok {
 		return key, nil
@@ -124,15 +138,17 @@ func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph) (string, error
 
 // do publishes one attempt as a job and waits for its first outcome.
 func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nodes.Outcome, error) {
-	key, err := d.prepare(ctx, in.Graph)
+	mode := in.Node.Attrs.String("work_mode")
+	if mode != "" && mode != ModeQueue && mode != ModeRequest {
+		return nil, fmt.Errorf("node %s: work_mode %q: want queue or request", in.Node.ID, mode)
+	}
+	key, err := d.prepare(ctx, in.Graph, pool, mode != ModeRequest)
 	if err != nil {
 		return nil, err
 	}
 	job := Job(in, pool, key)
-	firing := jobFiring(in.AttemptID)
-	reply := ReplySubject(in.SessionID, in.Node.ID, firing, in.Attempt)
 	var data []byte
-	if in.Node.Attrs.String("work_format") == "json" {
+	if Format(in.Node) == "json" {
 		data, err = protojson.Marshal(job)
 	} else {
 		data, err = proto.Marshal(job)
@@ -140,6 +156,11 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 	if err != nil {
 		return nil, fmt.Errorf("pool: encoding the job: %w", err)
 	}
+	if mode == ModeRequest {
+		return d.request(ctx, pool, in, job, data)
+	}
+	firing := jobFiring(in.AttemptID)
+	reply := ReplySubject(in.SessionID, in.Node.ID, firing, in.Attempt)
 	// Listen before publishing: the outcome may come back at once.
 	ch := make(chan *nats.Msg, 4)
 	sub, err := d.NC.ChanSubscribe(reply, ch)
@@ -175,6 +196,49 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 			return FromEnvelope(out), nil
 		}
 	}
+}
+
+// request sends a job as a core NATS request to the pool's responders
+// (work_mode=request: nats reply, any service); the reply is the outcome.
+// No redelivery: a responder that dies loses the attempt, which fails as
+// retryable after the node's timeout (default RequestTimeout).
+func (d *Dispatcher) request(ctx context.Context, pool string, in *nodes.Input, job *pb.Envelope, data []byte) (*nodes.Outcome, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, RequestTimeout)
+		defer cancel()
+	}
+	subj := RequestSubject(pool, in.SessionID, in.Node.ID)
+	if in.Emit != nil {
+		in.Emit("work.requested", map[string]any{"pool": pool, "job": job.GetId()})
+	}
+	m, err := d.NC.RequestWithContext(ctx, subj, data)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("no worker answers on %s", subj)
+		}
+		return &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "pool " + pool + ": " + err.Error(), Retryable: true}, nil
+	}
+	out, err := DecodeEnvelope(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: the reply on %s: %w", pool, subj, err)
+	}
+	if (out.GetId() != "" && out.GetId() != job.GetId()) || (out.GetKind() != "" && out.GetKind() != KindOutcome) {
+		return nil, fmt.Errorf("pool %s: the reply on %s is not the outcome of %s", pool, subj, job.GetId())
+	}
+	return FromEnvelope(out), nil
+}
+
+// Format is how a node's jobs are encoded: its work_format, else json for
+// type=remote and work_mode=request (outside workers), else protobuf.
+func Format(n *graph.Node) string {
+	if f := n.Attrs.String("work_format"); f != "" {
+		return f
+	}
+	if n.Attrs.String("type") == TypeRemote || n.Attrs.String("work_mode") == ModeRequest {
+		return "json"
+	}
+	return "proto"
 }
 
 // jobFiring reads the firing out of an attempt id session/node/firing/attempt.

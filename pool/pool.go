@@ -27,6 +27,7 @@ package pool
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
@@ -50,6 +51,24 @@ const (
 	// TypeRemote is the node type whose work is always done by a worker.
 	TypeRemote = graph.TypeRemote
 )
+
+// The ways a pool's jobs reach workers (node attribute work_mode).
+const (
+	// ModeQueue (default): the work-queue stream, pulled, acked, redelivered.
+	ModeQueue = "queue"
+	// ModeRequest: a core NATS request on syr.<pool>.<session>.<node>
+	// answered by any responder (nats reply, a service); no redelivery.
+	ModeRequest = "request"
+)
+
+// RequestTimeout is how long a work_mode=request job waits for its reply
+// when the node sets no timeout.
+const RequestTimeout = 10 * time.Minute
+
+// RequestSubject is the subject a work_mode=request job is sent on.
+func RequestSubject(pool, session, node string) string {
+	return "syr." + pool + "." + session + "." + node
+}
 
 // Limits of the work stream: past them a new job is refused (the firing
 // fails saying so), never an old one dropped.

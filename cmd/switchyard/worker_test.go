@@ -177,3 +177,94 @@ func TestWorkerKilledMidJobRedelivered(t *testing.T) {
 func quote(s string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), `"`, `\"`) + `"`
 }
+
+// python3 is the interpreter the Python worker test runs; without it the
+// test skips, unless CI=true (.ci/run installs it).
+func python3(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is missing (.ci/run installs it: apt-get install -y python3)")
+		}
+		t.Skip("python3 is not installed: the Python worker is not run")
+	}
+	return p
+}
+
+// Nodes in other languages: a type=remote node served by the stdlib Python
+// worker of examples/workers (pulling from the work queue, the NATS text
+// protocol over a socket) and one served by the `nats reply` one-liner of
+// docs/workers.md (work_mode=request), in one session on a real server.
+func TestOutsideWorkers(t *testing.T) {
+	py := python3(t)
+	b := brokertest.Start(t, brokertest.Listen("outside", "admin"))
+	url := b.ClientURL()
+
+	pyw := exec.Command(py, "../../examples/workers/raw_worker.py", "--nats", url, "--token", "admin", "--pool", "py")
+	pyw.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+	var pyOut syncBuffer
+	pyw.Stdout, pyw.Stderr = &pyOut, &pyOut
+	pyw.WaitDelay = 5 * time.Second
+	require.NoError(t, pyw.Start())
+	pyDone := make(chan error, 1)
+	go func() { pyDone <- pyw.Wait() }()
+	t.Cleanup(func() {
+		_ = pyw.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pyDone:
+		case <-time.After(30 * time.Second):
+			_ = pyw.Process.Kill()
+			<-pyDone
+		}
+	})
+
+	// The one-liner of docs/workers.md, answering one job.
+	reply := exec.Command("go", "tool", "-modfile=../../tools/go.mod", "nats", "--server", url, "--token", "admin",
+		"reply", "syr.greeter.>", `{"kind":"outcome","outcome":{"status":"success"},"payload":{"message":"hello from nats reply"}}`, "--count", "1")
+	var replyOut syncBuffer
+	reply.Stdout, reply.Stderr = &replyOut, &replyOut
+	reply.WaitDelay = 5 * time.Second // go tool's child may outlive a kill
+	require.NoError(t, reply.Start())
+	replyDone := make(chan struct{})
+	go func() { _ = reply.Wait(); close(replyDone) }()
+	t.Cleanup(func() {
+		select {
+		case <-replyDone:
+		default:
+			_ = reply.Process.Kill()
+			<-replyDone
+		}
+	})
+	// The responder is there when the server sees its subscription.
+	deadline := time.Now().Add(60 * time.Second)
+	for !b.Interest("syr.greeter.s.greet") {
+		require.True(t, time.Now().Before(deadline), "nats reply never subscribed: %s", replyOut.String())
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	src := `digraph R {
+		start [shape=Mdiamond]
+		shout [type=remote, pool=py, prompt="hello from switchyard"]
+		greet [type=remote, pool=greeter, work_mode=request]
+		exit [shape=Msquare]
+		start -> shout -> greet -> exit
+	}`
+	s, _ := startPoolSession(t, b, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err, "python worker: %s\nnats reply: %s", pyOut.String(), replyOut.String())
+	require.Equal(t, "success", rep.Status, "%s\npython worker: %s\nnats reply: %s", rep.Reason, pyOut.String(), replyOut.String())
+	require.Equal(t, "HELLO FROM SWITCHYARD", rep.Node("shout").Output)
+	require.Equal(t, "hello from nats reply", rep.Node("greet").Output)
+	require.Contains(t, pyOut.String(), "job done")
+	// --count 1: it answered one job and left (its exit status is 1 after
+	// the drain that ends it; what it received is what matters).
+	select {
+	case <-replyDone:
+		require.Contains(t, replyOut.String(), `"kind":"job"`)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("nats reply did not exit after its one reply: %s", replyOut.String())
+	}
+}
