@@ -191,8 +191,10 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	if !ok {
 		// No node reads it (an edge or node a live edit removed, or a
 		// subject of no node at all): the stray watcher refuses it
-		// visibly (subscribeStray); the consumer lets it go.
+		// visibly (subscribeStray); the consumer lets it go, and the
+		// work stream does not keep it (nothing would ever trim it).
 		_ = m.Term()
+		s.dropStored(m)
 		return
 	}
 	var seq uint64
@@ -213,6 +215,7 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject()}}})
 		_ = s.cfg.Conn.Publish(broker.DeadLetter(s.cfg.SessionID), m.Data())
 		_ = m.Term()
+		s.dropStored(m)
 		return
 	}
 	if env.Id == "" {
@@ -313,4 +316,28 @@ func (a *nodeActor) floor() uint64 {
 		}
 	}
 	return low - 1
+}
+
+// dropStored removes a refused message from the work stream: it is on the
+// dead-letter stream (bounded) or was refused visibly, and no node's
+// acknowledgement floor would ever trim it from the work stream.
+func (s *System) dropStored(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil || s.cfg.JetStream == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.workMu.Lock()
+	st := s.work
+	s.workMu.Unlock()
+	if st == nil {
+		if st, err = s.cfg.JetStream.Stream(ctx, md.Stream); err != nil {
+			return
+		}
+		s.workMu.Lock()
+		s.work = st
+		s.workMu.Unlock()
+	}
+	_ = st.DeleteMsg(ctx, md.Sequence.Stream)
 }

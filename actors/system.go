@@ -113,7 +113,11 @@ type Config struct {
 // System owns the actor system, the node actors, their NATS subscriptions
 // and every handler goroutine.
 type System struct {
-	cfg     Config
+	cfg Config
+	// work is the session's work stream, once a refused message was
+	// removed from it (dropStored).
+	workMu  sync.Mutex
+	work    jetstream.Stream
 	threads threadTable
 	// branches enforces max_parallel across the forks of parallel nodes.
 	branches branchSlots

@@ -71,11 +71,24 @@ const (
 	DefaultEventMaxAge  = 24 * time.Hour
 )
 
+// Bound of a session's dead letters (sy.<session>.dlq, stream
+// DeadLetterStreamName): the newest DeadLetterMaxMsgs, none older than
+// DeadLetterMaxAge, the oldest discarded first.
+const (
+	DeadLetterMaxMsgs = 10_000
+	DeadLetterMaxAge  = 7 * 24 * time.Hour
+)
+
 // StreamName is the name of a session's work stream: SY_<session>.
 func StreamName(session string) string { return "SY_" + session }
 
 // EventStreamName is the name of a session's event stream: SY_<session>_EVT.
 func EventStreamName(session string) string { return "SY_" + session + "_EVT" }
+
+// DeadLetterStreamName is the name of a session's dead-letter stream:
+// SYDLQ_<session> (no work or event stream name starts so, whatever the
+// session id).
+func DeadLetterStreamName(session string) string { return "SYDLQ_" + session }
 
 // KVName is the name of a session's key-value bucket: sy_kv_<session>.
 func KVName(session string) string { return "sy_kv_" + session }
@@ -94,8 +107,16 @@ func checkSession(session string) error {
 }
 
 // EnsureSessionStream creates, or updates to this configuration, the
-// session's work stream SY_<session>: its edges, node inboxes and dead
-// letters, with a DuplicateWindow for Nats-Msg-Id de-duplication.
+// session's work stream SY_<session>: its edges and node inboxes, with a
+// DuplicateWindow for Nats-Msg-Id de-duplication; and its dead-letter
+// stream (EnsureDeadLetters).
+//
+// Dead letters are a stream of their own because their bound is not the
+// work's: the work stream must never drop what a node has not consumed
+// (it is trimmed below the nodes' acknowledgement floors), while refused
+// envelopes are kept for inspection, newest first, up to a count and an
+// age. A per-subject limit on the work stream (MaxMsgsPerSubject) cannot
+// say that: it would apply to every edge subject too.
 //
 // Control subjects (sy.<session>.ctl.>) are not in it: trigger and explain
 // are requests answered by the running session, and a stream capturing
@@ -114,11 +135,10 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 	o := newOptions(opts)
 	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName(session),
-		Description: "switchyard session " + session + ": edges, inboxes, dead letters",
+		Description: "switchyard session " + session + ": edges, inboxes",
 		Subjects: []string{
 			root + "." + session + ".edge.>",
 			root + "." + session + ".node.*.in",
-			DeadLetter(session),
 		},
 		Storage:    st.js(),
 		Duplicates: DuplicateWindow,
@@ -126,6 +146,41 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(session), err)
+	}
+	// After the work stream: a store of an earlier version had the dead
+	// letters' subject in it (what it kept there stays until the session
+	// is removed).
+	if _, err := EnsureDeadLetters(ctx, js, session, st, opts...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// EnsureDeadLetters creates, or updates to this configuration, the
+// session's dead-letter stream SYDLQ_<session> on sy.<session>.dlq: at
+// most DeadLetterMaxMsgs messages, none older than DeadLetterMaxAge; when
+// full, the oldest go. It sets no byte limit: JetStream reserves a
+// stream's MaxBytes in the account's storage up front, which a small
+// store cannot give (bytes are bounded by the count times the server's
+// max_payload).
+func EnsureDeadLetters(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (jetstream.Stream, error) {
+	if err := checkSession(session); err != nil {
+		return nil, err
+	}
+	o := newOptions(opts)
+	name := DeadLetterStreamName(session)
+	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        name,
+		Description: "switchyard session " + session + ": dead letters (refused envelopes), newest kept",
+		Subjects:    []string{DeadLetter(session)},
+		Storage:     st.js(),
+		MaxMsgs:     DeadLetterMaxMsgs,
+		MaxAge:      DeadLetterMaxAge,
+		Discard:     jetstream.DiscardOld,
+		Replicas:    o.replicasFor(ctx, js, name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: stream %s: %w", name, err)
 	}
 	return s, nil
 }
@@ -209,7 +264,7 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) 
 		return err
 	}
 	var errs []error
-	for _, name := range []string{StreamName(session), EventStreamName(session)} {
+	for _, name := range []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)} {
 		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			errs = append(errs, fmt.Errorf("broker: delete stream %s: %w", name, err))
 		}
