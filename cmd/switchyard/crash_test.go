@@ -36,7 +36,7 @@ var (
 )
 
 // switchyardBinary builds the CLI once per test binary.
-func switchyardBinary(t *testing.T) string {
+func switchyardBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "switchyard-bin-")

@@ -31,7 +31,7 @@ type workerProc struct {
 }
 
 // startWorker starts `switchyard worker` against b's listener.
-func startWorker(t *testing.T, b *broker.Broker, admin string, args ...string) *workerProc {
+func startWorker(t testing.TB, b *broker.Broker, admin string, args ...string) *workerProc {
 	t.Helper()
 	cmd := exec.Command(switchyardBinary(t), append([]string{"worker", "--nats", b.ClientURL(), "--token", admin}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -102,7 +102,7 @@ func jobOf(line string) string {
 
 // startPoolSession runs src in process on b and returns the session and
 // the node.completed events of node.
-func startPoolSession(t *testing.T, b *broker.Broker, src string) (*session.Session, chan *pb.Event) {
+func startPoolSession(t testing.TB, b *broker.Broker, src string) (*session.Session, chan *pb.Event) {
 	t.Helper()
 	g, diags := graph.Load("pool.dot", []byte(src), graph.WithKnownTypes(builtinTypes()...))
 	require.False(t, diags.HasErrors(), "%v", diags)
