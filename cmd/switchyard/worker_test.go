@@ -268,3 +268,30 @@ func TestOutsideWorkers(t *testing.T) {
 		t.Fatalf("nats reply did not exit after its one reply: %s", replyOut.String())
 	}
 }
+
+// The owner's scheduler still decides: with max_in_flight=1, four parallel
+// pool firings never run at once, though three workers are free.
+func TestWorkerPoolKeepsMaxInFlight(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside", "admin"))
+	dir := t.TempDir()
+	// mkdir is atomic: a second job running at once fails to take the lock.
+	tool := `mkdir busy || exit 7; i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; rmdir busy; echo ok`
+	var src strings.Builder
+	src.WriteString("digraph M { graph [max_in_flight=1]; start [shape=Mdiamond]; fan [shape=component, max_parallel=4]; merge [shape=tripleoctagon]; exit [shape=Msquare]\n")
+	for _, n := range []string{"a", "b", "c", "d"} {
+		src.WriteString(n + " [shape=parallelogram, pool=cpu, tool_command=" + quote(tool) + "]; fan -> " + n + " -> merge\n")
+	}
+	src.WriteString("start -> fan; merge -> exit }")
+	for i := 0; i < 3; i++ {
+		startWorker(t, b, "admin", "--pool", "cpu", "--workdir", dir)
+	}
+	s, _ := startPoolSession(t, b, src.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	for _, n := range []string{"a", "b", "c", "d"} {
+		require.Equal(t, "success", rep.Node(n).Status, n)
+	}
+}
