@@ -18,7 +18,8 @@ import (
 // own: pub waits for the stream's acknowledgement (and the session's
 // verdict); while no process serves the session, an acknowledged envelope
 // is stored and reaches its node when the session is served again; the
-// nats CLI gets the same acknowledgement with a request.
+// nats CLI gets the same acknowledgement with a request. The session was
+// ended with switchyard stop, so it runs again through resume --reopen.
 func TestPubDurable(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
 	url := srv.ClientURL()
@@ -27,11 +28,13 @@ func TestPubDurable(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`digraph in { kind=session; a [prompt="answer"] }`), 0o644))
 	admin := []string{"--nats", url, "--token", "adm"}
 
-	serveOnce := func() (stop func()) {
+	// serveOnce runs the command (serve, or resume of the stopped session)
+	// until switchyard stop ends it.
+	serveOnce := func(args ...string) (stop func()) {
 		var stdout, stderr syncBuffer
 		done := make(chan int, 1)
 		go func() {
-			done <- execute(append([]string{"serve", file, "--id", "in", "--logs", filepath.Join(dir, "logs")}, admin...), &stdout, &stderr)
+			done <- execute(append(args, admin...), &stdout, &stderr)
 		}()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
@@ -59,7 +62,7 @@ func TestPubDurable(t *testing.T) {
 	var log syncBuffer
 	events := watchEvents(t, watcher, "sy.in.evt.>", &log)
 
-	stop := serveOnce()
+	stop := serveOnce("serve", file, "--id", "in", "--logs", filepath.Join(dir, "logs"))
 	code, out, errOut := cli(t, "pub", "in", "a", "first", "--nats", url, "--token", "out")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "(stored: SY_in #")
@@ -83,7 +86,9 @@ func TestPubDurable(t *testing.T) {
 	t.Logf("nats pub --jetstream: %s", ack)
 	require.Contains(t, string(ack), "SY_in")
 
-	stop = serveOnce()
+	// switchyard stop recorded the session's end: running it again is a
+	// deliberate reopen, which takes what was stored meanwhile.
+	stop = serveOnce("resume", "in", "--reopen")
 	events.wait("node.completed", "a")
 	events.wait("node.completed", "a")
 	stop()
