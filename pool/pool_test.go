@@ -2,10 +2,12 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -59,7 +61,17 @@ func TestDispatchOutcomes(t *testing.T) {
 		}
 		c, err = b.JetStream().Consumer(ctx, pool.Stream, pool.ConsumerName("p"))
 	}
+	// A consumer just made may not answer pulls yet (no responders): pull
+	// again until it does, within the test's deadline.
 	m, err := c.Next()
+	for errors.Is(err, nats.ErrNoResponders) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the pool's consumer never answered a pull")
+		case <-time.After(20 * time.Millisecond):
+		}
+		m, err = c.Next()
+	}
 	require.NoError(t, err)
 	require.Equal(t, byte('{'), m.Data()[0], "type=remote jobs are JSON")
 	job, err := pool.DecodeEnvelope(m.Data())
