@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LockFile is the file in an embedded server's data directory that the
@@ -29,7 +30,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: data directory lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockWithin(f, lockGrace); err != nil {
 		data, _ := os.ReadFile(path)
 		_ = f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
@@ -45,6 +46,26 @@ func lockDir(dir string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
+}
+
+// lockGrace is how long lockDir waits for a lock that is held. A process
+// that ends releases its lock at once, but a child it was starting (a tool's
+// shell, between fork and exec) holds a copy of the descriptor, and so the
+// lock, until it execs: a resume right after a crash can meet that lock for
+// a moment. A directory really in use stays locked past the grace.
+const lockGrace = 2 * time.Second
+
+// flockWithin takes an exclusive lock on f, trying again for up to grace
+// while another holds it.
+func flockWithin(f *os.File, grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // unlock releases a lock taken by lockDir.
