@@ -99,3 +99,21 @@ func TestRunErrorPathIntoChildPipeline(t *testing.T) {
 	require.Contains(t, err.Error(), "failed at node manage/build")
 	require.Equal(t, switchyard.RunFail, rep.Status)
 }
+
+// TestRunErrorCauseFromChildPipeline: a child pipeline that fails for a
+// scheduler cause (its node's max_visits) makes the parent's run error
+// wrap the same cause, with the path into the child.
+func TestRunErrorCauseFromChildPipeline(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "child.dot"), []byte(`digraph child {
+		start [shape=Mdiamond]; build [prompt="build", max_visits=2]; exit [shape=Msquare]
+		start -> build; build -> build [weight=10]; build -> exit }`), 0o644))
+	g := switchyard.New("parent").Node("manage", graph.KV{"shape": "house", "stack.child_dotfile": "child.dot", "manager.poll_interval": "1h"})
+	rep, err := switchyard.Run(testCtx(t), g, switchyard.Message{Text: "x"}, switchyard.WithWorkDir(dir))
+	var re *switchyard.RunError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, []string{"manage", "build"}, re.Path)
+	require.ErrorIs(t, err, scheduler.ErrMaxIterations, "the child's cause goes up: %v", err)
+	require.NotErrorIs(t, err, switchyard.ErrNodeFailed)
+	require.Equal(t, switchyard.RunFail, rep.Status)
+}

@@ -48,6 +48,10 @@ type Terminal struct {
 	// child's node (and its own child's...) whose failure made this node
 	// fail. Not journaled.
 	Path []string
+	// ChildCause is, when Path is set, the cause code of the child
+	// pipeline's failure (session.completed's cause attribute; "" when
+	// none), for the session to wrap as this run's cause. Not journaled.
+	ChildCause string
 }
 
 // Journal records firings. Implementations are called from actor

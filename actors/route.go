@@ -111,6 +111,7 @@ func (a *nodeActor) finish(m *runDone) bool {
 		}
 		if p := o.ContextUpdates[nodes.ChildFailedPathKey]; p != "" && o.Status == nodes.StatusFail {
 			term.Path = strings.Split(p, "/") // a child pipeline's node failed
+			term.ChildCause = o.ContextUpdates[nodes.ChildFailedCauseKey]
 		}
 	}
 	consumed := make([]string, len(job.batch))

@@ -23,6 +23,12 @@ type ChildRunner interface {
 // because its child failed puts the child's failed node (or path).
 const ChildFailedPathKey = "stack.child.failed_node"
 
+// ChildFailedCauseKey is the context key where a manager node that failed
+// because its child failed puts the cause code of the child's failure
+// (session.completed's cause: budget_exceeded, max_iterations, stalled,
+// timeout), so the parent's run error wraps the same cause.
+const ChildFailedCauseKey = "stack.child.cause"
+
 type ChildStatus struct {
 	State       string // running, completed, failed
 	Outcome     string // the child's final status when done
@@ -33,6 +39,8 @@ type ChildStatus struct {
 	FailedNode string
 	// Reason is the child's failure reason.
 	Reason string
+	// Cause is the cause code of the child's failure ("" when none).
+	Cause string
 }
 
 // Child is a running child pipeline.
@@ -177,6 +185,9 @@ func childOutcome(st ChildStatus, updates map[string]string) *Outcome {
 		// The path of the failure goes up (switchyard.RunError.Path).
 		updates[ChildFailedPathKey] = st.FailedNode
 		reason += " at node " + st.FailedNode
+	}
+	if st.Cause != "" {
+		updates[ChildFailedCauseKey] = st.Cause
 	}
 	if st.Reason != "" {
 		reason += ": " + st.Reason

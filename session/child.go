@@ -89,8 +89,11 @@ func (c *child) observe(ev *pb.Event) {
 			c.status.State = "failed"
 			c.status.Reason = ev.GetMessage()
 			for _, kv := range ev.GetAttrs() {
-				if kv.GetKey() == "failed_node" {
+				switch kv.GetKey() {
+				case "failed_node":
 					c.status.FailedNode = kv.GetValue()
+				case "cause":
+					c.status.Cause = kv.GetValue()
 				}
 			}
 		}

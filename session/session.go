@@ -595,7 +595,11 @@ func (s *Session) clock() clock.Clock { return s.cfg.Clock }
 // onTerminal is called by a node actor when a token's path ends.
 func (s *Session) onTerminal(node string, t *actors.Terminal) {
 	if t != nil && t.Status == "fail" {
-		s.noteFailure(strings.Join(append([]string{node}, t.Path...), "/"), t.Cause)
+		cause := t.Cause
+		if cause == nil {
+			cause = CauseError(t.ChildCause) // a child pipeline's cause goes up
+		}
+		s.noteFailure(strings.Join(append([]string{node}, t.Path...), "/"), cause)
 	}
 	if done, status, reason := s.jr.done(); done {
 		s.complete(status, reason)
