@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -26,15 +25,7 @@ func TestTakeoverKeepsCronAndGate(t *testing.T) {
 	require.NoError(t, err)
 	dir := t.TempDir()
 	bin := switchyardBinary(t)
-	start := func(log *syncBuffer, args ...string) (*exec.Cmd, chan error) {
-		cmd := exec.Command(bin, append(args, "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"))...)
-		cmd.Stderr = log
-		require.NoError(t, cmd.Start())
-		done, exited := make(chan error, 1), make(chan struct{})
-		go func() { done <- cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		return cmd, done
-	}
+	start := adminProcesses(t, bin, url, dir)
 	watcher, err := nats.Connect(url, nats.Token("adm"))
 	require.NoError(t, err)
 	defer watcher.Close()

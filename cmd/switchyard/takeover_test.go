@@ -29,15 +29,7 @@ func TestTakeoverAfterKill(t *testing.T) {
 	dir := t.TempDir()
 	bin := switchyardBinary(t)
 	var logsA, logsB syncBuffer
-	start := func(log *syncBuffer, args ...string) (*exec.Cmd, chan error) {
-		cmd := exec.Command(bin, append(args, "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"))...)
-		cmd.Stderr = log
-		require.NoError(t, cmd.Start())
-		done, exited := make(chan error, 1), make(chan struct{})
-		go func() { done <- cmd.Wait(); close(exited) }()
-		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		return cmd, done
-	}
+	start := adminProcesses(t, bin, url, dir)
 	watcher, err := nats.Connect(url, nats.Token("adm"))
 	require.NoError(t, err)
 	defer watcher.Close()
@@ -97,5 +89,21 @@ func TestTakeoverAfterKill(t *testing.T) {
 	require.Len(t, consumed, 20)
 	for id, n := range consumed {
 		require.Equal(t, 1, n, id)
+	}
+}
+
+// adminProcesses returns a starter of switchyard processes (serve, resume,
+// a standby...) on the NATS server at url with the admin token "adm" and
+// the run directories under dir: each is a real child process, its stderr
+// in log, killed (and waited for) when the test ends; done receives its exit.
+func adminProcesses(t *testing.T, bin, url, dir string) func(log *syncBuffer, args ...string) (*exec.Cmd, chan error) {
+	return func(log *syncBuffer, args ...string) (*exec.Cmd, chan error) {
+		cmd := exec.Command(bin, append(args, "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"))...)
+		cmd.Stderr = log
+		require.NoError(t, cmd.Start())
+		done, exited := make(chan error, 1), make(chan struct{})
+		go func() { done <- cmd.Wait(); close(exited) }()
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+		return cmd, done
 	}
 }
