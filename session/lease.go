@@ -307,7 +307,14 @@ func claim(ctx context.Context, cfg *Config) (*lease, error) {
 	}
 	// The id key first: the owner's mark below stays the bucket's latest
 	// write, which the journal's fence starts from.
-	if l.idKey, err = idKey(ctx, kv); err != nil {
+	// Retried like the mark: a bucket just made on a cluster may not answer
+	// yet (no responders while its leader is elected).
+	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		l.idKey, err = idKey(ctx, kv)
+		return err
+	})
+	if err != nil {
 		l.release()
 		return nil, fmt.Errorf("session: %w", err)
 	}
