@@ -113,14 +113,13 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		return nil, err
 	}
 	for _, id := range ed.Added {
-		s.mu.Lock()
-		before := s.pids[id] // a removed node still finishing keeps its pid
-		s.mu.Unlock()
+		// A node an earlier edit removed while it ran keeps its actor
+		// until that work is done: it cannot be added back before.
+		if s.pidOf(id) != nil {
+			return rollback(fmt.Errorf("actors: live edit: node %s is still finishing its removal by an earlier edit; apply this edit after its node.removed event", id))
+		}
 		err := s.spawn(g, g.Node(id))
-		s.mu.Lock()
-		mine := s.pids[id] != nil && s.pids[id] != before
-		s.mu.Unlock()
-		if mine {
+		if s.pidOf(id) != nil {
 			undo = append(undo, func() { s.unspawn(g, id) })
 		}
 		if err != nil {

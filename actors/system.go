@@ -196,7 +196,12 @@ func New(cfg Config) (*System, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	as := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+	// A message that reaches a stopped actor (a node's last report while
+	// Stop poisons it) starts protoactor's dead-letter log throttle, a
+	// goroutine that lives for the throttle's interval after the system
+	// stopped; a short interval bounds that.
+	as := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }),
+		actor.WithDeadLetterThrottleInterval(50*time.Millisecond))
 	s := &System{
 		cfg: cfg, as: as, root: as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
