@@ -101,8 +101,8 @@ type nodeActor struct {
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed.
 	acks    map[string][]heldMsg
-	unacked map[uint64]struct{} // stream sequences held
-	maxSeq  uint64              // the highest stream sequence received
+	unacked seqSet // stream sequences held
+	maxSeq  uint64 // the highest stream sequence received
 
 	mailbox *pinned // the goroutine that runs Receive
 	runner  *pinned // the goroutine that runs the handler
@@ -119,7 +119,7 @@ func (a *nodeActor) stopPinned() {
 var _ actor.Actor = (*nodeActor)(nil)
 
 func newNodeActor(s *System, g *graph.Graph, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
-	a := &nodeActor{s: s, node: n, typ: typ, h: h, inline: inlined(h, n), joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: map[uint64]struct{}{},
+	a := &nodeActor{s: s, node: n, typ: typ, h: h, inline: inlined(h, n), joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: newSeqSet(),
 		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
 	if err := a.setEdges(g); err != nil {
 		return nil, err
@@ -238,7 +238,9 @@ func (a *nodeActor) Receive(c actor.Context) {
 			b = a.buffers[""]
 		}
 		var held []*pb.Envelope
-		if m.msg != nil {
+		if _, queue := b.(*edges.QueueBuffer[*pb.Envelope]); m.msg != nil && !queue {
+			// What it may supersede (a queue supersedes nothing: copying
+			// its backlog at every arrival made ingest quadratic).
 			held = b.Pending()
 		}
 		if before := b.Dropped(); true {

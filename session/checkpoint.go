@@ -1,6 +1,7 @@
 package session
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,10 +107,10 @@ type journal struct {
 	onSaved   func(seq uint64, node string)
 	schedSnap func() *scheduler.Snapshot
 
-	consumed   []ConsumedEnvelope // consumed above their node's floor
-	floors     map[string]uint64  // acknowledgement floor per node
-	trimmed    map[string]uint64  // the floor up to which the work stream was purged, per node
-	lastStatus string             // status of the last committed firing
+	consumed   map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
+	floors     map[string]uint64        // acknowledgement floor per node
+	trimmed    map[string]uint64        // the floor up to which the work stream was purged, per node
+	lastStatus string                   // status of the last committed firing
 	kv         jetstream.KeyValue
 	js         jetstream.JetStream // to write a batch of records at once
 	batch      []pendingRecord     // records a sparse policy has not written yet
@@ -161,7 +162,10 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 		j.context[k] = v
 	}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
-	j.consumed = append(j.consumed[:0], cp.Consumed...)
+	j.consumed = map[string]*consumedHeap{}
+	for _, c := range cp.Consumed {
+		j.addConsumed(c)
+	}
 	j.floors = map[string]uint64{}
 	for k, v := range cp.Floors {
 		j.floors[k] = v
@@ -358,7 +362,7 @@ func (j *journal) apply(c *actors.Commit) {
 	for i, id := range c.Consumed {
 		delete(j.pending, id)
 		if i < len(c.Seqs) && c.Seqs[i] > 0 {
-			j.consumed = append(j.consumed, ConsumedEnvelope{ID: id, Node: c.Node, Seq: c.Seqs[i]})
+			j.addConsumed(ConsumedEnvelope{ID: id, Node: c.Node, Seq: c.Seqs[i]})
 		}
 	}
 	if c.Seqs != nil {
@@ -414,7 +418,9 @@ func (j *journal) apply(c *actors.Commit) {
 const maxCompleted = 1000
 
 // trimConsumed forgets the node's consumed envelopes at or below its new
-// acknowledgement floor: JetStream will not deliver those again.
+// acknowledgement floor: JetStream will not deliver those again. Each is
+// forgotten once, lowest first: amortised O(log n) per envelope, however
+// many the node keeps above its floor.
 func (j *journal) trimConsumed(node string, floor uint64) {
 	if j.floors == nil {
 		j.floors = map[string]uint64{}
@@ -423,22 +429,74 @@ func (j *journal) trimConsumed(node string, floor uint64) {
 		return
 	}
 	j.floors[node] = floor
-	kept := j.consumed[:0]
-	for _, c := range j.consumed {
-		if c.Node != node || c.Seq > floor {
-			kept = append(kept, c)
-		}
+	h := j.consumed[node]
+	if h == nil {
+		return
 	}
-	j.consumed = kept
+	for h.Len() > 0 && (*h)[0].Seq <= floor {
+		heap.Pop(h)
+	}
+	if h.Len() == 0 {
+		delete(j.consumed, node)
+	}
+}
+
+// addConsumed keeps a consumed envelope above its node's floor.
+func (j *journal) addConsumed(c ConsumedEnvelope) {
+	if j.consumed == nil {
+		j.consumed = map[string]*consumedHeap{}
+	}
+	h := j.consumed[c.Node]
+	if h == nil {
+		h = &consumedHeap{}
+		j.consumed[c.Node] = h
+	}
+	heap.Push(h, c)
+}
+
+// consumedList is every consumed envelope kept, node by node in order,
+// lowest sequence first within each.
+func (j *journal) consumedList() []ConsumedEnvelope {
+	nodes := make([]string, 0, len(j.consumed))
+	n := 0
+	for node, h := range j.consumed {
+		nodes = append(nodes, node)
+		n += h.Len()
+	}
+	sort.Strings(nodes)
+	out := make([]ConsumedEnvelope, 0, n)
+	for _, node := range nodes {
+		start := len(out)
+		out = append(out, *j.consumed[node]...)
+		part := out[start:]
+		sort.Slice(part, func(a, b int) bool { return part[a].Seq < part[b].Seq })
+	}
+	return out
+}
+
+// consumedHeap is a node's consumed envelopes, a min-heap by sequence.
+type consumedHeap []ConsumedEnvelope
+
+func (h consumedHeap) Len() int           { return len(h) }
+func (h consumedHeap) Less(a, b int) bool { return h[a].Seq < h[b].Seq }
+func (h consumedHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
+func (h *consumedHeap) Push(x any)        { *h = append(*h, x.(ConsumedEnvelope)) }
+func (h *consumedHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // consumedIDs are the ids of the consumed envelopes the journal keeps.
 func (j *journal) consumedIDs() []string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make([]string, len(j.consumed))
-	for i, c := range j.consumed {
-		out[i] = c.ID
+	var out []string
+	for _, h := range j.consumed {
+		for _, c := range *h {
+			out = append(out, c.ID)
+		}
 	}
 	return out
 }
@@ -470,7 +528,9 @@ func (j *journal) snapshot() *Checkpoint {
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
 		NodeStatus: j.lastStatus,
 	}
-	cp.Consumed = append([]ConsumedEnvelope(nil), j.consumed...)
+	if len(j.consumed) > 0 {
+		cp.Consumed = j.consumedList()
+	}
 	if len(j.floors) > 0 {
 		cp.Floors = copyMap(j.floors)
 	}

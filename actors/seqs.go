@@ -1,0 +1,68 @@
+package actors
+
+import "container/heap"
+
+// seqSet is the set of stream sequences a node holds unacknowledged, with
+// its lowest member in amortised O(log n): a map for membership and a
+// min-heap of sequences from which removed ones are dropped lazily, when
+// they reach the top. The heap is rebuilt from the map when removed
+// sequences make up most of it (a node holding one old envelope while it
+// acknowledges a million newer ones keeps a heap of one, not a million),
+// so each operation costs amortised O(log n) and memory stays O(held).
+type seqSet struct {
+	in map[uint64]struct{}
+	h  seqHeap
+}
+
+func newSeqSet() seqSet { return seqSet{in: map[uint64]struct{}{}} }
+
+// add holds seq.
+func (s *seqSet) add(seq uint64) {
+	if _, ok := s.in[seq]; ok {
+		return
+	}
+	s.in[seq] = struct{}{}
+	heap.Push(&s.h, seq)
+}
+
+// remove lets seq go.
+func (s *seqSet) remove(seq uint64) {
+	if _, ok := s.in[seq]; !ok {
+		return
+	}
+	delete(s.in, seq)
+	if len(s.h) > 2*len(s.in)+64 {
+		s.h = s.h[:0]
+		for q := range s.in {
+			s.h = append(s.h, q)
+		}
+		heap.Init(&s.h)
+	}
+}
+
+// len is how many sequences are held.
+func (s *seqSet) len() int { return len(s.in) }
+
+// min is the lowest sequence held; ok is false when none is.
+func (s *seqSet) min() (uint64, bool) {
+	for len(s.h) > 0 {
+		if _, ok := s.in[s.h[0]]; ok {
+			return s.h[0], true
+		}
+		heap.Pop(&s.h)
+	}
+	return 0, false
+}
+
+type seqHeap []uint64
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *seqHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
+func (h *seqHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
