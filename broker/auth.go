@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -32,6 +33,41 @@ var (
 	outsidePublish   = []string{"sy.*.node.*.in", "sy.*.edge.>", "sy.*.ctl.explain"}
 	outsideSubscribe = []string{"sy.*.evt.>", "sy.*.json.evt.>"}
 )
+
+// Subjects a worker (Config.WorkerToken) may use: the protocol of package
+// pool (docs/workers.md), spelled out here because broker sits below pool
+// (pool's tests check that a worker with this role serves jobs). A worker
+// may read the work stream's and the job graphs' descriptions, create and
+// read its pools' consumers (pool_<name>; every consumer of SY_WORK is a
+// pool's, and a permission cannot match part of a token), pull and acknowledge their jobs
+// (in-progress acks too), read the graphs jobs refer to (bucket
+// sy_work_graphs), publish outcomes (syo.>, which the owner checks against
+// the attempt it waits for) and answer request-mode jobs (syr.>, one reply
+// per request). It may not publish on any session subject (edges, inboxes,
+// control: no answering gates, no stopping), read a session's stream or
+// bucket (journals, checkpoints, artifacts), nor change or delete streams
+// and consumers.
+var (
+	workerPublish = []string{
+		"$JS.API.STREAM.INFO.SY_WORK",
+		"$JS.API.STREAM.INFO.SYW_OUTCOMES",
+		"$JS.API.CONSUMER.INFO.SY_WORK.*",
+		"$JS.API.CONSUMER.CREATE.SY_WORK.*",
+		"$JS.API.CONSUMER.CREATE.SY_WORK.*.>",
+		"$JS.API.CONSUMER.DURABLE.CREATE.SY_WORK.*",
+		"$JS.API.CONSUMER.MSG.NEXT.SY_WORK.*",
+		"$JS.ACK.SY_WORK.>",
+		"$JS.API.STREAM.INFO.KV_sy_work_graphs",
+		"$JS.API.STREAM.MSG.GET.KV_sy_work_graphs",
+		"$JS.API.DIRECT.GET.KV_sy_work_graphs.>",
+		"syo.>",
+	}
+	workerSubscribe = []string{"syr.>"}
+)
+
+// workerResponses lets a worker answer each request-mode job it receives
+// once, within the longest a request waits (pool.RequestTimeout).
+var workerResponses = &server.ResponsePermission{MaxMsgs: 1, Expires: 10 * time.Minute}
 
 // Private reply inboxes. nats-server has no per-connection subscribe
 // permission of its own, and every holder of the outside token is the same
@@ -83,6 +119,7 @@ func newSecret() string {
 //
 //   - admin, every permission: the runtime's own connections (adminUser
 //     with the per-broker secret) and holders of Config.AdminToken;
+//   - worker, the worker permissions above: holders of Config.WorkerToken;
 //   - outside, the permissions above: holders of Config.Token or of
 //     Config.User and Config.Password.
 //
@@ -109,6 +146,8 @@ func (a *auth) Check(c server.ClientAuthentication) bool {
 		c.RegisterUser(&server.User{Username: adminUser})
 	case o.Username == "" && eq(a.cfg.AdminToken, o.Token):
 		c.RegisterUser(&server.User{Username: "admin"})
+	case o.Username == "" && eq(a.cfg.WorkerToken, o.Token):
+		c.RegisterUser(&server.User{Username: "worker", Permissions: workerPermissions(o.Name)})
 	case (o.Username == "" && eq(a.cfg.Token, o.Token)) ||
 		(a.cfg.User != "" && o.Username == a.cfg.User && eq(a.cfg.Password, o.Password)):
 		c.RegisterUser(&server.User{Username: "outside", Permissions: outsidePermissions(o.Name)})
@@ -128,5 +167,20 @@ func outsidePermissions(name string) *server.Permissions {
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: append([]string(nil), outsidePublish...)},
 		Subscribe: &server.SubjectPermission{Allow: sub},
+	}
+}
+
+// workerPermissions is a fresh copy of the worker role's permissions for
+// a connection named name (its private inbox, as an outside connection's).
+func workerPermissions(name string) *server.Permissions {
+	sub := append([]string(nil), workerSubscribe...)
+	if PrivateInboxName(name) {
+		sub = append(sub, "_INBOX."+name+".>")
+	}
+	resp := *workerResponses
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: append([]string(nil), workerPublish...)},
+		Subscribe: &server.SubjectPermission{Allow: sub},
+		Response:  &resp,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
@@ -148,4 +149,113 @@ func TestPrivateInboxName(t *testing.T) {
 	}
 	require.True(t, broker.PrivateInboxName(opts.Name), opts.Name)
 	require.Equal(t, "_INBOX."+opts.Name, opts.InboxPrefix)
+}
+
+// TestWorkerPermissions: a worker (Config.WorkerToken) may pull, keep alive
+// and acknowledge its pools' jobs, publish their outcomes, answer a
+// request-mode job and read the graph a job names; it may not publish on a
+// session's edges, inboxes or control subjects (answer a gate, stop it),
+// read a session's stream, bucket or outcomes other than by publishing, nor
+// change the work stream.
+func TestWorkerPermissions(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside-secret", "admin-secret"),
+		brokertest.Configure(func(c *broker.Config) { c.WorkerToken = "worker-secret" }))
+	ctx := ctx(t)
+	adm := b.JetStream()
+	// What the owner makes (package pool's names, docs/workers.md).
+	_, err := adm.CreateStream(ctx, jetstream.StreamConfig{Name: "SY_WORK", Subjects: []string{"syw.>"},
+		Retention: jetstream.WorkQueuePolicy})
+	require.NoError(t, err)
+	_, err = adm.CreateOrUpdateConsumer(ctx, "SY_WORK", jetstream.ConsumerConfig{Durable: "pool_cpu",
+		FilterSubject: "syw.cpu.>", AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	graphs, err := adm.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "sy_work_graphs"})
+	require.NoError(t, err)
+	_, err = graphs.Put(ctx, "g1", []byte("digraph g {}"))
+	require.NoError(t, err)
+	_, err = broker.EnsureSessionStream(ctx, adm, "s1", broker.FileStorage)
+	require.NoError(t, err)
+	journal, err := broker.SessionKV(ctx, adm, "s1", broker.FileStorage)
+	require.NoError(t, err)
+	_, err = journal.Put(ctx, "journal.1", []byte("secret"))
+	require.NoError(t, err)
+	_, err = adm.Publish(ctx, "syw.cpu.s1.n", []byte("job"))
+	require.NoError(t, err)
+	got := watchAll(t, b)
+	outcomes := make(chan *nats.Msg, 4)
+	osub, err := b.Conn().ChanSubscribe("syo.>", outcomes)
+	require.NoError(t, err)
+	defer func() { _ = osub.Unsubscribe() }()
+	require.NoError(t, b.Conn().Flush())
+
+	wc, denied := client(t, b.ClientURL(), append(broker.PrivateInbox("worker_"), nats.Token("worker-secret"))...)
+	js, err := jetstream.New(wc)
+	require.NoError(t, err)
+
+	t.Run("may", func(t *testing.T) {
+		_, err := js.Stream(ctx, "SY_WORK")
+		require.NoError(t, err)
+		cons, err := js.Consumer(ctx, "SY_WORK", "pool_cpu")
+		require.NoError(t, err)
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		require.NoError(t, err)
+		require.Equal(t, "job", string(m.Data()))
+		require.NoError(t, m.InProgress())
+		require.NoError(t, wc.Publish("syo.s1.n.1.1", []byte("outcome")))
+		require.Equal(t, "outcome", string(recv(t, outcomes, 10*time.Second, "outcome").Data))
+		require.NoError(t, m.DoubleAck(ctx))
+		_, err = js.CreateOrUpdateConsumer(ctx, "SY_WORK", jetstream.ConsumerConfig{Durable: "pool_gpu",
+			FilterSubject: "syw.gpu.>", AckPolicy: jetstream.AckExplicitPolicy})
+		require.NoError(t, err, "a worker makes its pool's consumer")
+		kv, err := js.KeyValue(ctx, "sy_work_graphs")
+		require.NoError(t, err)
+		e, err := kv.Get(ctx, "g1")
+		require.NoError(t, err)
+		require.Equal(t, "digraph g {}", string(e.Value()))
+		// A request-mode job: one answer.
+		sub, err := wc.Subscribe("syr.>", func(m *nats.Msg) { _ = m.Respond([]byte("done")) })
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+		require.NoError(t, wc.Flush())
+		rep, err := b.Conn().Request("syr.cpu.s1.n", []byte("job"), 10*time.Second)
+		require.NoError(t, err)
+		require.Equal(t, "done", string(rep.Data))
+		select {
+		case err := <-denied:
+			t.Fatalf("a worker was denied: %v", err)
+		default:
+		}
+	})
+
+	t.Run("may not publish", func(t *testing.T) {
+		for _, subj := range []string{
+			broker.Control("s1", "answer"), broker.Control("s1", "stop"), broker.Control("s1", "trigger"),
+			broker.Edge("s1", "a.b"), broker.NodeIn("s1", "a"),
+			"$JS.API.STREAM.INFO.SY_s1", "$JS.API.DIRECT.GET.KV_sy_kv_s1.$KV.sy_kv_s1.journal.1",
+			"$JS.API.STREAM.MSG.GET.KV_sy_kv_s1", "$KV.sy_kv_s1.journal.1",
+			"$JS.API.STREAM.DELETE.SY_WORK", "$JS.API.STREAM.UPDATE.SY_WORK", "$JS.API.STREAM.PURGE.SY_WORK",
+			"$JS.API.CONSUMER.DELETE.SY_WORK.pool_cpu", "$JS.API.CONSUMER.MSG.NEXT.SY_s1.n_a",
+			"$JS.API.STREAM.CREATE.SY_s2",
+		} {
+			require.NoError(t, wc.Publish(subj, []byte("x")))
+			require.NoError(t, wc.Flush())
+			err := recv(t, denied, 10*time.Second, "denial of "+subj)
+			require.Contains(t, err.Error(), subj)
+		}
+		select {
+		case m := <-got:
+			t.Fatalf("a worker's publish on %s went through", m.Subject)
+		default:
+		}
+	})
+
+	t.Run("may not subscribe", func(t *testing.T) {
+		for _, subj := range []string{"sy.>", "sy.s1.edge.>", "syo.>", "syw.>", "$KV.>", "_SYRT.>", "_INBOX.>"} {
+			_, err := wc.SubscribeSync(subj)
+			require.NoError(t, err)
+			require.NoError(t, wc.Flush())
+			err = recv(t, denied, 10*time.Second, "denial of "+subj)
+			require.Contains(t, err.Error(), "Subscription")
+		}
+	})
 }

@@ -35,6 +35,12 @@ type Config struct {
 	// permission, for operators (switchyard stop, trigger, answer). It must
 	// differ from Token.
 	AdminToken string
+	// WorkerToken, when set with Listen, is the credential of worker
+	// processes (switchyard worker --token): the worker role (auth.go) may
+	// pull and ack pool jobs, publish their outcomes and read the graphs
+	// they refer to, and nothing else. It must differ from Token and
+	// AdminToken.
+	WorkerToken string
 	// TLSCert and TLSKey enable TLS on the listener.
 	TLSCert string
 	TLSKey  string
@@ -88,6 +94,9 @@ func (c Config) Validate() error {
 		}
 		if c.AdminToken != "" && c.AdminToken == c.Token {
 			return errors.New("broker: the admin token must differ from the outside token")
+		}
+		if c.WorkerToken != "" && (c.WorkerToken == c.Token || c.WorkerToken == c.AdminToken) {
+			return errors.New("broker: the worker token must differ from the outside and admin tokens")
 		}
 		if (c.TLSCert == "") != (c.TLSKey == "") {
 			return errors.New("broker: TLS needs both a certificate and a key")

@@ -22,7 +22,9 @@
 // (sy.*.evt.>, and their JSON form sy.*.json.evt.>) and to their own
 // connection's private reply inbox (PrivateInbox) only: no other control
 // subjects, no JetStream API, no other connection's replies (the runtime's
-// own replies arrive under RuntimeInboxPrefix). docs/security.md is the
+// own replies arrive under RuntimeInboxPrefix). Workers (Config.WorkerToken)
+// may pull, acknowledge and answer pool jobs and read the graphs they name,
+// and nothing of any session's subjects or store. docs/security.md is the
 // user's account of the roles. A denied publish reaches
 // the client's asynchronous error handler as nats.ErrPermissionViolation.
 //

@@ -62,7 +62,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.Log == nil {
 		w.Log = slog.Default()
 	}
-	if err := EnsureStream(ctx, w.JS, w.Storage, 1); err != nil {
+	if err := w.awaitStream(ctx); err != nil {
 		return err
 	}
 	cons, err := Consumer(ctx, w.JS, w.Pool, w.AckWait)
@@ -92,6 +92,37 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// awaitStream makes sure the work stream exists: it is left as it is when
+// it does (an owner made it, maybe replicated); else the worker makes it,
+// and a worker whose credential may not (the worker role) waits for the
+// first owner that sends a job to make it.
+func (w *Worker) awaitStream(ctx context.Context) error {
+	said := false
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := w.JS.Stream(lctx, Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = EnsureStream(lctx, w.JS, w.Storage, 1)
+		}
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !said {
+			w.Log.Warn("worker: waiting for the work stream "+Stream+" (a session with a pool node makes it)", "err", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // serve runs one job: in-progress acks while it runs, the outcome to the

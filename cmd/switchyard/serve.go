@@ -46,6 +46,7 @@ type SessionInfo struct {
 type serveFlags struct {
 	ids                              []string
 	listen, token, adminToken        string
+	workerToken                      string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
 	override                         bool
@@ -97,6 +98,7 @@ its lease.`,
 	fl.StringVar(&f.listen, "listen", "", "expose the embedded NATS server on HOST:PORT (off by default)")
 	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of outside clients (env SWITCHYARD_TOKEN)")
 	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential with control permissions (env SWITCHYARD_ADMIN_TOKEN)")
+	fl.StringVar(&f.workerToken, "worker-token", os.Getenv("SWITCHYARD_WORKER_TOKEN"), "credential of switchyard worker processes: pool jobs and their outcomes only (env SWITCHYARD_WORKER_TOKEN)")
 	fl.StringVar(&f.user, "user", os.Getenv("SWITCHYARD_USER"), "user name of outside clients")
 	fl.StringVar(&f.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "password of outside clients")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate of the listener")
@@ -167,6 +169,9 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	bcfg := broker.DefaultConfig()
 	bcfg.URL, bcfg.Listen = f.nats, f.listen
 	bcfg.Token, bcfg.AdminToken, bcfg.User, bcfg.Password = f.token, f.adminToken, f.user, f.password
+	if f.listen != "" {
+		bcfg.WorkerToken = f.workerToken
+	}
 	bcfg.TLSCert, bcfg.TLSKey = f.tlsCert, f.tlsKey
 	if f.data != "" {
 		bcfg.DataDir = f.data

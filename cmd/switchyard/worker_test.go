@@ -295,3 +295,25 @@ func TestWorkerPoolKeepsMaxInFlight(t *testing.T) {
 		require.Equal(t, "success", rep.Node(n).Status, n)
 	}
 }
+
+// A worker with the worker credential (serve --worker-token) serves a
+// pool's jobs; the same credential is refused a session's control
+// subjects (switchyard stop).
+func TestWorkerToken(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("outside", "admin"),
+		brokertest.Configure(func(c *broker.Config) { c.WorkerToken = "worker" }))
+	src := `digraph W { start [shape=Mdiamond]; work [shape=parallelogram, pool=cpu, tool_command="echo worked"]; exit [shape=Msquare]; start -> work -> exit }`
+	s, _ := startPoolSession(t, b, src)
+	w := startWorker(t, b, "worker", "--pool", "cpu")
+	w.waitLine(t, 30*time.Second, "job done", "status=success")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Contains(t, rep.Node("work").Output, "worked")
+
+	out, err := exec.Command(switchyardBinary(t), "stop", s.ID(), "--nats", b.ClientURL(), "--token", "worker").CombinedOutput()
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "permission denied")
+}
