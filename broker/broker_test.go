@@ -107,6 +107,32 @@ func TestDataSurvivesARestart(t *testing.T) {
 	require.Equal(t, "c1", string(e.Value()))
 }
 
+// What JetStream acknowledged just before Close (which flushes the
+// connection, it does not drain it) is kept; the store's directory is the
+// broker's DataDir.
+func TestCloseKeepsWhatWasAcknowledged(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	b, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	require.Equal(t, cfg.DataDir, b.DataDir())
+	_, err = broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	for i := range 100 {
+		_, err := b.JetStream().PublishAsync(broker.NodeIn("s1", "a"), []byte{byte(i)})
+		require.NoError(t, err)
+	}
+	recv(t, b.JetStream().PublishAsyncComplete(), 10*time.Second, "the acknowledgements")
+	require.NoError(t, b.Close())
+
+	b, err = broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	st, err := b.JetStream().Stream(ctx(t), broker.StreamName("s1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(100), st.CachedInfo().State.Msgs)
+}
+
 func TestMemoryBrokerUsesATemporaryStore(t *testing.T) {
 	b, err := broker.Start(ctx(t), broker.Config{Memory: true})
 	require.NoError(t, err)

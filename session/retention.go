@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 )
@@ -76,6 +79,9 @@ func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
 // GC removes the completed durable sessions whose last checkpoint is older
 // than retain at now — their streams, KV bucket and objects — and returns
 // their ids. Running sessions are never removed. dryRun only lists them.
+// The finished sessions it keeps lose their durable consumer, if a store
+// written before sessions released it at their end still has it (see
+// Session.releaseConsumer).
 func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Time, dryRun bool) ([]string, error) {
 	all, err := List(ctx, b)
 	if err != nil {
@@ -84,7 +90,13 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 	var removed []string
 	var errs []error
 	for _, s := range all {
-		if s.Status == "running" || now.Sub(s.Last) < retain {
+		if s.Status == "running" {
+			continue
+		}
+		if now.Sub(s.Last) < retain {
+			if !dryRun {
+				errs = append(errs, releaseConsumer(ctx, b, s.ID))
+			}
 			continue
 		}
 		if !dryRun {
@@ -116,4 +128,17 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 		return err // recorded meanwhile
 	}
 	return broker.DeleteSession(ctx, b.JetStream(), id)
+}
+
+// releaseConsumer deletes the durable consumer of finished session id
+// unless a process holds the session (reopened meanwhile).
+func releaseConsumer(ctx context.Context, b *broker.Broker, id string) error {
+	if o, err := ReadOwner(ctx, b, id, time.Now()); err != nil || o != nil {
+		return err
+	}
+	err := b.JetStream().DeleteConsumer(ctx, broker.StreamName(id), actors.ConsumerName)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	return err
 }

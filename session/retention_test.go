@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/nodes"
@@ -77,4 +78,81 @@ func TestGC(t *testing.T) {
 	require.ErrorIs(t, err, jetstream.ErrStreamNotFound)
 	_, err = session.ReadMeta(ctx, r.broker, "busy")
 	require.NoError(t, err)
+}
+
+// TestFinishedSessionReleasesItsConsumer: a durable session that completed
+// leaves no consumer in the store (every later embedded server's shutdown
+// would wait for it), one that was interrupted keeps it, a resume of the
+// finished one (--reopen) works all the same, and GC releases a consumer
+// that a finished session of an older store still has.
+func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
+	r := newRun(t)
+	hold := make(chan struct{})
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				switch in.Graph.Name {
+				case "busy":
+					select {
+					case <-hold:
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				case "ended":
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			})}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	consumer := func(id string) error {
+		_, err := js.Consumer(ctx, broker.StreamName(id), actors.ConsumerName)
+		return err
+	}
+
+	done := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	done.ID, done.Durable = "done", true
+	s, err := session.Start(ctx, done)
+	require.NoError(t, err)
+	require.NoError(t, consumer("done"), "a running session consumes")
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound, "released at its end")
+
+	busy := r.config(r.load(`digraph busy { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	busy.ID, busy.Durable = "busy", true
+	s, err = session.Start(ctx, busy)
+	require.NoError(t, err)
+	s.Stop()
+	close(hold)
+	require.NoError(t, consumer("busy"), "an interrupted session keeps its consumer")
+
+	ended := r.config(r.load(`digraph ended { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	ended.ID, ended.Durable = "ended", true
+	s, err = session.Start(ctx, ended)
+	require.NoError(t, err)
+	require.NoError(t, s.End("operator"))
+	require.ErrorIs(t, consumer("ended"), jetstream.ErrConsumerNotFound, "an operator's stop is an end")
+
+	again := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
+	again.ID, again.Reopen = "done", true
+	s, err = session.Resume(ctx, again)
+	require.NoError(t, err)
+	rep, err = s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+
+	// A store written before consumers were released: GC releases the
+	// finished session's, and leaves the interrupted one's.
+	_, err = js.CreateOrUpdateConsumer(ctx, broker.StreamName("done"), jetstream.ConsumerConfig{Durable: actors.ConsumerName})
+	require.NoError(t, err)
+	removed, err := session.GC(ctx, r.broker, 7*24*time.Hour, time.Now(), false)
+	require.NoError(t, err)
+	require.Empty(t, removed)
+	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound)
+	require.NoError(t, consumer("busy"))
 }

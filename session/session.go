@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/actors"
@@ -146,6 +147,9 @@ type Session struct {
 	failCause error
 	resumed   []*pb.Envelope // pending envelopes of the checkpoint resumed from
 	lease     *lease         // a durable session's lease, released by Stop
+	// leaseGone is set when another process took the session over; ended
+	// when an operator's stop was recorded (End).
+	leaseGone, ended atomic.Bool
 	// created is set for a new durable session (a start or a fork): until
 	// it is recorded, abandon removes what it wrote.
 	created bool
@@ -734,9 +738,36 @@ func (s *Session) Stop() {
 			}
 		}
 		_ = s.cfg.Broker.Conn().Flush()
+		s.releaseConsumer()
 		s.closeEvents()
 		s.cleanup()
 	})
+}
+
+// releaseConsumer deletes the durable consumer of a session that is over
+// (completed, or stopped by its operator), while this process still holds
+// its lease. Nothing needs it any more: a resume (--reopen, a fork)
+// re-creates it from the journal's floors, as every start does. A consumer
+// left in the store costs every later embedded server's shutdown about
+// 10 ms (nats-server polls each durable consumer's flusher at stop), so a
+// store that keeps finished sessions for days would slow every command.
+func (s *Session) releaseConsumer() {
+	if !s.cfg.Durable || s.leaseGone.Load() {
+		return
+	}
+	select {
+	case <-s.done: // completed
+	default:
+		if !s.ended.Load() {
+			return // interrupted: a resume continues it
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := s.cfg.Broker.JetStream().DeleteConsumer(ctx, broker.StreamName(s.id), actors.ConsumerName)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		s.cfg.Logger.Warn("session: releasing the consumer of a finished session", "session", s.id, "err", err)
+	}
 }
 
 // cleanup removes a durable session's store (stream, checkpoints,
@@ -764,6 +795,7 @@ func (s *Session) closeEvents() {
 // leaseLost ends a session another process took over: it can write
 // nothing any more (its journal is fenced), so it stops working here.
 func (s *Session) leaseLost(err error) {
+	s.leaseGone.Store(true)
 	s.sys.Emit(&pb.Event{Kind: "session.lease_lost", Message: err.Error()})
 	s.complete("fail", err.Error())
 }

@@ -92,6 +92,8 @@ func (s *Session) End(by string) error {
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("session %s: recording the stop: %w", s.id, err)
+		} else {
+			s.ended.Store(true)
 		}
 	}
 	s.Stop()

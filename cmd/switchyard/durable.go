@@ -310,7 +310,8 @@ sessions are never removed. run and serve do the same on start.`,
 	return cmd
 }
 
-// collect removes expired sessions (run and serve call it on start).
+// collect removes expired sessions (run and serve call it on start, serve
+// also hourly).
 func collect(ctx context.Context, b *broker.Broker, retain time.Duration, stderr io.Writer) {
 	if retain <= 0 {
 		return
@@ -321,5 +322,39 @@ func collect(ctx context.Context, b *broker.Broker, retain time.Duration, stderr
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gc: %v\n", err)
+	}
+}
+
+// collectEvery is how often run collects on an embedded store: the scan
+// reads every stored session's records (about a millisecond each), which
+// a store keeping a week of sessions made every run pay at start.
+const collectEvery = time.Hour
+
+// gcStampFile, in an embedded server's data directory, is touched by each
+// collection that run makes; its time is that of the last one.
+const gcStampFile = "switchyard.gc"
+
+// collectDue collects on b unless the embedded store was collected less
+// than collectEvery (or retain, when shorter) ago, which its stamp file
+// says. A store on --nats has no stamp: it is collected every time.
+func collectDue(ctx context.Context, b *broker.Broker, retain time.Duration, stderr io.Writer) {
+	if retain <= 0 {
+		return
+	}
+	dir := b.DataDir()
+	if dir == "" {
+		collect(ctx, b, retain, stderr)
+		return
+	}
+	stamp := filepath.Join(dir, gcStampFile)
+	if st, err := os.Stat(stamp); err == nil {
+		if age := time.Since(st.ModTime()); age >= 0 && age < min(retain, collectEvery) {
+			return
+		}
+	}
+	collect(ctx, b, retain, stderr)
+	now := time.Now()
+	if err := os.Chtimes(stamp, now, now); errors.Is(err, os.ErrNotExist) {
+		_ = os.WriteFile(stamp, nil, 0o600)
 	}
 }

@@ -204,7 +204,7 @@ func runPipeline(ctx context.Context, f *runFlags, file string, stdin io.Reader,
 	}
 	defer obs.close()
 	if f.durable {
-		collect(ctx, b, f.retain, stderr)
+		collectDue(ctx, b, f.retain, stderr)
 	}
 	if f.resumeID != "" {
 		// The graph the session runs is in its bucket.
