@@ -34,7 +34,9 @@ func (b *Builder) Node(id string, attrs ...KV) *Builder {
 	if n == nil {
 		n = &Node{ID: id, Attrs: Attrs{}}
 		b.g.Nodes = append(b.g.Nodes, n)
-		b.g.byID = nil
+		// The index Node just made (or checked) takes the new node: a
+		// graph of N nodes is built in O(N), not O(N²) reindexing.
+		b.g.byID[id] = n
 	}
 	for _, kv := range attrs {
 		for k, v := range kv {
