@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
@@ -84,7 +85,43 @@ const (
 // envelopes) that fired the node, from Messages.
 type State struct {
 	m    map[string]string
+	live *liveState // a node run's context, lent (m is then unused)
 	msgs []nodes.Message
+}
+
+// liveState lends a node run's context to its State without copying it:
+// while the run lasts the state reads the runtime's map (which nothing
+// changes then); when the run returns, the map is copied if the state was
+// handed out (StateFrom), because Go code may keep it and the runtime goes
+// on changing the map. A run whose code never asked for its state costs no
+// copy of a context that grows with the run.
+type liveState struct {
+	mu     sync.Mutex
+	m      map[string]string
+	lent   bool
+	sealed bool
+}
+
+// end is called when the run returned.
+func (l *liveState) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lent {
+		l.m = maps.Clone(l.m)
+	} else {
+		l.m = nil // nobody asked during the run
+	}
+	l.sealed = true
+}
+
+// view is the state's map; never changed after it is returned.
+func (s State) view() map[string]string {
+	if s.live == nil {
+		return s.m
+	}
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	return s.live.m
 }
 
 // Received is one envelope that fired a node: its id, kind, sender (From,
@@ -96,36 +133,44 @@ type Received = nodes.Message
 func NewState(m map[string]string) State { return State{m: maps.Clone(m)} }
 
 // Get returns the value of key ("" when unset).
-func (s State) Get(key string) string { return s.m[key] }
+func (s State) Get(key string) string { return s.view()[key] }
 
 // Lookup returns the value of key and whether it is set.
 func (s State) Lookup(key string) (string, bool) {
-	v, ok := s.m[key]
+	v, ok := s.view()[key]
 	return v, ok
 }
 
 // Output returns the output of a node ("" when it produced none).
-func (s State) Output(node string) string { return s.m[node] }
+func (s State) Output(node string) string { return s.view()[node] }
 
 // Previous returns the last output of any node ("" before the first).
-func (s State) Previous() string { return s.m[KeyPrevious] }
+func (s State) Previous() string { return s.view()[KeyPrevious] }
 
 // Input returns the session input's text.
-func (s State) Input() string { return s.m[KeyInput] }
+func (s State) Input() string { return s.view()[KeyInput] }
 
 // Messages returns the envelopes that fired the node, in arrival order
 // (several when a join, a schedule or a busy node took more than one).
 func (s State) Messages() []Received { return slices.Clone(s.msgs) }
 
 // Keys returns the state's keys in order.
-func (s State) Keys() []string { return slices.Sorted(maps.Keys(s.m)) }
+func (s State) Keys() []string { return slices.Sorted(maps.Keys(s.view())) }
 
 type stateKey struct{}
 
 // StateFrom returns the state of the node a Go agent, tool or handler runs
-// for (empty outside a node run).
+// for (empty outside a node run). The state may be kept after the run;
+// asked for only once the run has returned, it is empty.
 func StateFrom(ctx context.Context) State {
 	s, _ := ctx.Value(stateKey{}).(State)
+	if l := s.live; l != nil {
+		l.mu.Lock()
+		if !l.sealed {
+			l.lent = true
+		}
+		l.mu.Unlock()
+	}
 	return s
 }
 

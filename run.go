@@ -202,9 +202,12 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 			e.result = &Message{Text: in.Context[KeyPrevious], Metadata: maps.Clone(in.Metadata)}
 			e.mu.Unlock()
 		}
-		// A copy: the runtime goes on changing the context after the run,
-		// and Go code may keep the state it was given.
-		o, err := next.Handle(withState(ctx, State{m: maps.Clone(in.Context), msgs: slices.Clone(in.Messages)}), in)
+		// The runtime's map, lent for the run: copied when it returns only
+		// if Go code took the state (it may keep it, and the runtime goes
+		// on changing the context after the run).
+		live := &liveState{m: in.Context}
+		defer live.end()
+		o, err := next.Handle(withState(ctx, State{live: live, msgs: slices.Clone(in.Messages)}), in)
 		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
 			return o, err
 		}
