@@ -16,6 +16,18 @@
 // again. A durable session reads all its nodes' subjects through one
 // JetStream consumer and hands each envelope to its node's mailbox.
 //
+// A token's run context travels as deltas (context.go): an envelope a
+// firing sends carries the keys the firing set, the envelope whose context
+// they are set over (its base) and the lineage's version. The whole context
+// stays in process, in the System's context store, under the id of each
+// envelope sent; the node that receives the envelope takes it from there,
+// as its own map (a chain hands one map down, changed in place, so a hop
+// costs what the firing changed, not the context's size). A base not in
+// process (after a resume or a takeover) is resolved from the journal
+// (Config.Contexts), which holds the whole context of every pending
+// envelope; one found nowhere, or at another version, refuses the envelope
+// with ErrContext.
+//
 // A panicking handler fails its node with the panic as the failure reason;
 // it never takes the process down.
 //

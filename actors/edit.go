@@ -202,7 +202,7 @@ func (a *nodeActor) retired(c actor.Context) {
 	for _, batch := range a.queue {
 		a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
 	}
-	a.queue = nil
+	a.queue, a.head = nil, nil
 	a.s.mu.Lock()
 	delete(a.s.pids, a.node.ID)
 	a.s.mu.Unlock()

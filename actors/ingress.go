@@ -62,6 +62,8 @@ const internalPrefix = "internal."
 // envelope.
 func stripEngineState(env *pb.Envelope) {
 	env.Branches = nil
+	// Its context is its whole context: an outside envelope names no base.
+	env.ContextBase, env.ContextVersion = "", 0
 	env.Context = withoutInternal(env.Context)
 	env.ContextUpdates = withoutInternal(env.ContextUpdates)
 }

@@ -17,8 +17,11 @@ type Commit struct {
 	Reason   string // failure reason, if any
 	Consumed []string
 	Produced []*pb.Envelope
-	// Context is the run context of the token after the firing.
+	// Context is the run context of the token after the firing: the whole
+	// context when Base is "", else the keys the firing set over the
+	// context of envelope Base (one it consumed; see context.go).
 	Context []*pb.KV
+	Base    string
 	// Terminal is set when the firing ends the run (or its token's path).
 	Terminal *Terminal
 	Usage    *pb.Usage

@@ -91,7 +91,8 @@ type nodeActor struct {
 	queue    [][]*pb.Envelope                      // batches ready to fire, in arrival order
 	joins    map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
 	running  bool
-	cur      *job // the firing in progress
+	cur      *job          // the firing in progress
+	head     *tokenContext // the resolved context of queue[0] (nil: not yet)
 	ticket   *scheduler.Ticket
 	cancel   context.CancelFunc
 	firing   uint64
@@ -189,6 +190,7 @@ func (a *nodeActor) discard(envs []*pb.Envelope, why string) {
 	for i, e := range envs {
 		ids[i] = e.GetId()
 	}
+	a.s.ctxs.drop(envs)
 	a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, Message: strconv.Itoa(len(envs)) + " envelopes not delivered: " + why,
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: why,
@@ -238,7 +240,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 			b = a.buffers[""]
 		}
 		var held []*pb.Envelope
-		if _, queue := b.(*edges.QueueBuffer[*pb.Envelope]); m.msg != nil && !queue {
+		if _, queue := b.(*edges.QueueBuffer[*pb.Envelope]); !queue {
 			// What it may supersede (a queue supersedes nothing: copying
 			// its backlog at every arrival made ingest quadratic).
 			held = b.Pending()
@@ -254,6 +256,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 					// acknowledged.
 					a.discard(supersededBy(held, b.Pending()), "superseded by a newer envelope (delivery mode)")
 				} else {
+					a.s.ctxs.drop(supersededBy(held, b.Pending()))
 					a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, EdgeId: m.edge,
 						Message: "superseded by a newer envelope (delivery mode)", Attrs: []*pb.KV{{Key: "dropped_total", Value: strconv.FormatUint(d, 10)}}})
 				}
@@ -332,7 +335,7 @@ func (a *nodeActor) afterFiring(c actor.Context) {
 // whether the envelope was such a token.
 func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 	bs := env.GetBranches()
-	if a.typ != graph.TypeFanIn || len(bs) == 0 || bs[len(bs)-1].GetJoinNode() != a.node.ID {
+	if !a.joinsHere(bs) {
 		return false
 	}
 	top := bs[len(bs)-1]
@@ -348,6 +351,41 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 	delete(a.joins, top.GetForkId())
 	a.queue = append(a.queue, arrived)
 	return true
+}
+
+// joinsHere reports whether a token with branch stack bs is one of the
+// branches this fan-in node joins.
+func (a *nodeActor) joinsHere(bs []*pb.Branch) bool {
+	return a.typ == graph.TypeFanIn && len(bs) > 0 && bs[len(bs)-1].GetJoinNode() == a.node.ID
+}
+
+// resolveHead resolves the context of the batch at the head of the queue,
+// once: a batch whose context cannot be resolved is refused (ErrContext),
+// and the next one tried. It reports whether the head has its context.
+func (a *nodeActor) resolveHead() bool {
+	for a.head == nil && len(a.queue) > 0 {
+		batch := a.queue[0]
+		// The contexts of the other envelopes of the batch (a join's) are
+		// not used: the firing continues the first one's.
+		a.s.ctxs.drop(batch[1:])
+		if a.joinsHere(batch[0].GetBranches()) {
+			// A fan-in continues from the fork's context (Branch.base).
+			a.s.ctxs.drop(batch[:1])
+			a.head = &tokenContext{}
+			break
+		}
+		tc, err := a.s.resolveContext(batch[0])
+		if err == nil {
+			a.head = &tc
+			break
+		}
+		a.queue = a.queue[1:]
+		a.refuse(batch, err.Error(), err)
+		if len(a.queue) == 0 {
+			a.take()
+		}
+	}
+	return a.head != nil
 }
 
 // take pulls from the delivery buffers what the node's gate wants now.
@@ -455,6 +493,9 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	if a.running || a.retiring || len(a.queue) == 0 || a.s.stoppedNow() {
 		return
 	}
+	if !a.resolveHead() {
+		return
+	}
 	batch := a.queue[0]
 	if why := a.s.branches.acquire(a.s.graph(), a.node.ID, batch[0].GetBranches()); why != "" {
 		if why != a.waiting {
@@ -471,7 +512,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 			// still in its buffers, is refused (and acknowledged) now.
 			for len(a.queue) > 0 {
 				batch = a.queue[0]
-				a.queue = a.queue[1:]
+				a.queue, a.head = a.queue[1:], nil
 				a.refuse(batch, w.Reason, w.Err)
 				if len(a.queue) == 0 {
 					a.take()
@@ -484,12 +525,14 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	}
 	a.waiting = ""
 	a.queue = a.queue[1:]
+	tc := *a.head
+	a.head = nil
 	a.ticket = t
 	a.firing++
 	a.running = true
 	firing := a.firing
 	self := c.Self()
-	job := a.prepare(batch, firing)
+	job := a.prepare(batch, firing, tc)
 	job.ticket = t
 	if !a.inline {
 		st := a.s.steers.take()
@@ -545,8 +588,9 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string, cause error) {
 	if a.s.graph().Kind() != "session" {
 		t = &Terminal{Status: "fail", Reason: reason, Final: true, Cause: cause}
 	}
+	a.s.ctxs.drop(batch)
 	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
-		Context: batch[0].GetContext(), Seqs: a.seqsOf(ids), Floor: a.floor()}
+		Seqs: a.seqsOf(ids), Floor: a.floor()}
 	if err := a.s.cfg.Journal.Commit(a.s.ctx, c); err != nil {
 		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
 		return
@@ -565,12 +609,12 @@ type job struct {
 	branches []*pb.Branch      // the token's branch stack after this node's join
 	in       nodes.Input
 
-	ctxKV   []*pb.KV          // the context after the firing, as a list
-	ctxKVOf map[string]string // the map ctxKV was made from
-	// base is the sorted list ctx was read from, and changed the keys set
-	// since: the list after the firing reuses base's unchanged pairs.
-	base    []*pb.KV
+	// tc is the context the firing started from (tc.m is ctx), changed
+	// the keys set in ctx since, and delta what the firing's envelopes
+	// carry over their base (made once).
+	tc      tokenContext
 	changed []string
+	delta   []*pb.KV
 
 	node *graph.Node   // the node as it was when the firing started (live edits)
 	h    nodes.Handler // its handler then
@@ -586,12 +630,14 @@ type job struct {
 	missing []string          // join inputs that did not arrive (join timeout, quorum)
 }
 
-func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
+// prepare builds the firing of batch from tc, its first envelope's
+// resolved context (resolveHead).
+func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext) *job {
 	g := a.s.graph()
 	first := batch[0]
 	j := &job{batch: batch, firing: firing, node: a.node, h: a.h}
 	bs := first.GetBranches()
-	if a.typ == graph.TypeFanIn && len(bs) > 0 && bs[len(bs)-1].GetJoinNode() == a.node.ID {
+	if a.joinsHere(bs) {
 		// The join: continue from the fork's context, keeping the engine's
 		// internal keys every branch learned (goal gates need them).
 		top := bs[len(bs)-1]
@@ -606,10 +652,7 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64) *job {
 		}
 		j.branches = cloneBranches(bs[:len(bs)-1])
 	} else {
-		j.ctx = ctxMap(first.GetContext())
-		if kvs := first.GetContext(); sortedKV(kvs) {
-			j.base = kvs
-		}
+		j.tc, j.ctx = tc, tc.m
 		j.branches = cloneBranches(bs)
 	}
 	j.ctx["current_node"] = a.node.ID
@@ -678,7 +721,7 @@ func toMessage(env *pb.Envelope) nodes.Message {
 }
 
 // envelope builds the envelope a firing sends to target.
-func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []*pb.KV, bs []*pb.Branch) *pb.Envelope {
+func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []*pb.KV, base string, version uint64, bs []*pb.Branch) *pb.Envelope {
 	target := edgeID
 	if target == "" {
 		target = "jump." + to
@@ -697,6 +740,8 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 			SuggestedNextIds: o.SuggestedNextIDs, Notes: o.Notes, FailureReason: o.FailureReason},
 		ContextUpdates: kvList(o.ContextUpdates),
 		Context:        ctx,
+		ContextBase:    base,
+		ContextVersion: version,
 		Branches:       bs,
 		Metadata:       j.metadata(o),
 		Caller:         j.caller,

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"hash/fnv"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ type hop struct {
 	edge *graph.Edge // nil for a jump
 	to   string
 	env  *pb.Envelope
+	ctx  map[string]string // the whole context env carries (held for its receiver)
 }
 
 // committed is what the firing's I/O (commit, events, publications) did,
@@ -114,12 +114,15 @@ func (a *nodeActor) finish(m *runDone) bool {
 			term.ChildCause = o.ContextUpdates[nodes.ChildFailedCauseKey]
 		}
 	}
+	// The receivers of the envelopes take their context from here.
+	a.holdContexts(hops)
 	consumed := make([]string, len(job.batch))
 	for i, e := range job.batch {
 		consumed[i] = e.GetId()
 	}
+	ctxKV, base, _ := job.hopContext(ctx, false)
 	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
-		Consumed: consumed, Context: job.kv(ctx), Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
+		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
@@ -447,44 +450,31 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 			bctx[k] = v
 		}
 		bctx["parallel.branch"] = e.To
-		hops = append(hops, a.edgeHop(j, e, o, bctx, nb))
+		hops = append(hops, a.edgeHop(j, e, o, bctx, nb, "parallel.branch"))
 	}
 	return hops
 }
 
-func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
+// edgeHop sends the token on e with ctx: the firing's context, or (extra
+// names the keys it adds) a fork branch's.
+func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch, extra ...string) hop {
+	whole := false
 	if e.LoopRestart() {
 		// loop_restart: the run starts again at the target, with the graph's
 		// keys only and a fresh log directory.
 		ctx = restartContext(ctx)
-		bs = nil
+		bs, whole = nil, true
 		a.s.Emit(&pb.Event{Kind: "session.restarted", Node: e.To, Message: "loop_restart from " + a.node.ID,
 			Attrs: []*pb.KV{{Key: "generation", Value: ctx["internal.run_generation"]}}})
 	}
-	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, j.kv(ctx), bs)}
+	kvs, base, version := j.hopContext(ctx, whole, extra...)
+	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, kvs, base, version, bs), ctx: ctx}
 }
 
+// jump sends the token to a node's inbox with the firing's context.
 func (a *nodeActor) jump(j *job, to string, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) hop {
-	return hop{to: to, env: a.envelope(j, to, "", o, j.kv(ctx), bs)}
-}
-
-// kv converts the token's context once per firing: the envelopes and the
-// commit share the (immutable) list.
-func (j *job) kv(ctx map[string]string) []*pb.KV {
-	if j.ctxKV == nil || !sameMap(j.ctxKVOf, ctx) {
-		if j.base != nil && sameMap(j.ctx, ctx) {
-			j.ctxKV = kvDelta(j.base, ctx, j.changed)
-		} else {
-			j.ctxKV = kvList(ctx)
-		}
-		j.ctxKVOf = ctx
-	}
-	return j.ctxKV
-}
-
-// sameMap reports whether a and b are the same map (not equal contents).
-func sameMap(a, b map[string]string) bool {
-	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+	kvs, base, version := j.hopContext(ctx, false)
+	return hop{to: to, env: a.envelope(j, to, "", o, kvs, base, version, bs), ctx: ctx}
 }
 
 // innerJoin is the fan-in node of the innermost branch, if any.

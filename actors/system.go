@@ -67,6 +67,12 @@ type Config struct {
 	// type="remote") to worker processes; nil refuses such nodes.
 	Work    *pool.Dispatcher
 	Journal Journal
+	// Contexts gives the whole run context of an envelope published and
+	// not consumed yet, from the journal: an envelope carries its context
+	// as a delta over its base, which the process that sent it holds; a
+	// resumed session's receiver finds it here (context.go). Nil refuses
+	// such envelopes when their base is not in process.
+	Contexts ContextSource
 	// OnTerminal is called after a token's path ends and every envelope and
 	// event of that firing has been published.
 	OnTerminal func(node string, t *Terminal)
@@ -146,6 +152,10 @@ type System struct {
 	// on them, and (write) by a live edit while it swaps the graph, so no
 	// envelope is published on an edge the edit removed.
 	editMu sync.RWMutex
+
+	// ctxs holds the run context of the envelopes the firings sent, for
+	// their receivers (context.go).
+	ctxs ctxStore
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids

@@ -31,54 +31,6 @@ func kvList(m map[string]string) []*pb.KV {
 	return out
 }
 
-// sortedKV reports whether kvs is sorted by key without repeats (what
-// kvList makes; an outside publisher's list may not be).
-func sortedKV(kvs []*pb.KV) bool {
-	for i := 1; i < len(kvs); i++ {
-		if kvs[i-1].GetKey() >= kvs[i].GetKey() {
-			return false
-		}
-	}
-	return true
-}
-
-// kvDelta is kvList(ctx) for a ctx that is base's pairs with the keys of
-// changed set since: base's other pairs are reused, not copied.
-func kvDelta(base []*pb.KV, ctx map[string]string, changed []string) []*pb.KV {
-	sort.Strings(changed)
-	keys := changed[:0]
-	for i, k := range changed { // unique
-		if i == 0 || k != changed[i-1] {
-			keys = append(keys, k)
-		}
-	}
-	out := make([]*pb.KV, 0, len(base)+len(keys))
-	block := make([]pb.KV, len(keys))
-	n := 0
-	fresh := func(k string) *pb.KV {
-		kv := &block[n]
-		n++
-		kv.Key, kv.Value = k, ctx[k]
-		return kv
-	}
-	i, c := 0, 0
-	for i < len(base) || c < len(keys) {
-		switch {
-		case c == len(keys) || (i < len(base) && base[i].GetKey() < keys[c]):
-			out = append(out, base[i])
-			i++
-		case i == len(base) || keys[c] < base[i].GetKey():
-			out = append(out, fresh(keys[c]))
-			c++
-		default: // the same key, changed
-			out = append(out, fresh(keys[c]))
-			i++
-			c++
-		}
-	}
-	return out
-}
-
 // cloneBranches deep-copies a branch stack so that tokens sent on different
 // edges never share it.
 func cloneBranches(bs []*pb.Branch) []*pb.Branch {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -9,38 +10,78 @@ import (
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
-// TestKVDelta: the list made from a base and the keys changed since equals
-// the list made from scratch, and reuses the unchanged pairs.
-func TestKVDelta(t *testing.T) {
-	base := kvList(map[string]string{"b": "1", "d": "2", "f": "3"})
-	cases := []struct {
-		name    string
-		set     map[string]string
-		changed []string
-	}{
-		{"nothing", nil, nil},
-		{"change one", map[string]string{"d": "x"}, []string{"d"}},
-		{"add before, between, after", map[string]string{"a": "0", "c": "0", "z": "0"}, []string{"z", "a", "c"}},
-		{"repeats", map[string]string{"b": "y"}, []string{"b", "b", "b"}},
-		{"changed to the same value", map[string]string{"f": "3"}, []string{"f"}},
+// TestDeltaOf: an envelope's delta lists the keys changed, sorted, once
+// each, with their values in the context.
+func TestDeltaOf(t *testing.T) {
+	ctx := map[string]string{"a": "0", "b": "1", "c": "2", "z": "9"}
+	got := deltaOf(ctx, []string{"z", "b", "b"}, "a")
+	require.Equal(t, fmt.Sprint([]*pb.KV{{Key: "a", Value: "0"}, {Key: "b", Value: "1"}, {Key: "z", Value: "9"}}), fmt.Sprint(got))
+	require.Empty(t, deltaOf(ctx, nil))
+}
+
+// TestResolveContext: an envelope's context is its whole context, or its
+// delta over the context held in process for it, or the journal's; a base
+// found nowhere or at another version is ErrContext, never an empty
+// context.
+func TestResolveContext(t *testing.T) {
+	journal := map[string]map[string]string{"s.j": {"k": "journal", "n": "1"}}
+	s := &System{cfg: Config{Contexts: func(id string) (map[string]string, uint64, bool) {
+		m, ok := journal[id]
+		if !ok {
+			return nil, 0, false
+		}
+		return map[string]string{"k": m["k"], "n": m["n"]}, 4, true
+	}}}
+	delta := func(id string, v uint64, kvs ...*pb.KV) *pb.Envelope {
+		return &pb.Envelope{Id: id, ContextBase: "s.base", ContextVersion: v, Context: kvs}
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxMap(base)
-			for k, v := range tc.set {
-				ctx[k] = v
-			}
-			got := kvDelta(base, ctx, append([]string(nil), tc.changed...))
-			want := kvList(ctx)
-			require.Equal(t, fmt.Sprint(want), fmt.Sprint(got))
-			for _, kv := range got {
-				if _, changed := tc.set[kv.Key]; !changed {
-					require.Contains(t, base, kv, "unchanged pairs are reused")
-				}
-			}
-		})
-	}
-	require.True(t, sortedKV(base))
-	require.False(t, sortedKV([]*pb.KV{{Key: "b"}, {Key: "a"}}))
-	require.False(t, sortedKV([]*pb.KV{{Key: "a"}, {Key: "a"}}))
+
+	t.Run("whole, from outside", func(t *testing.T) {
+		tc, err := s.resolveContext(&pb.Envelope{Id: "o", Context: []*pb.KV{{Key: "k", Value: "v"}}})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"k": "v"}, tc.m)
+		require.Empty(t, tc.base, "an outside envelope cannot be named as a base")
+	})
+	t.Run("whole, the runtime's", func(t *testing.T) {
+		tc, err := s.resolveContext(&pb.Envelope{Id: "s.in", ContextVersion: 1, Context: []*pb.KV{{Key: "k", Value: "v"}}})
+		require.NoError(t, err)
+		require.Equal(t, "s.in", tc.base)
+		require.EqualValues(t, 1, tc.version)
+	})
+	t.Run("held in process, given away", func(t *testing.T) {
+		m := map[string]string{"k": "held", "x": "1"}
+		s.ctxs.put("s.a", ctxEntry{m: m, owned: true, version: 3})
+		tc, err := s.resolveContext(delta("s.a", 3, &pb.KV{Key: "x", Value: "1"}, &pb.KV{Key: "join.missing", Value: "b"}))
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"k": "held", "x": "1", "join.missing": "b"}, tc.m)
+		m["probe"] = "same map"
+		require.Equal(t, "same map", tc.m["probe"], "the receiver takes the map itself: no copy")
+		require.Equal(t, "s.a", tc.base)
+		require.Zero(t, s.ctxs.len(), "taken")
+	})
+	t.Run("held in process, shared", func(t *testing.T) {
+		m := map[string]string{"k": "shared"}
+		s.ctxs.put("s.b", ctxEntry{m: m, version: 2})
+		tc, err := s.resolveContext(delta("s.b", 2))
+		require.NoError(t, err)
+		tc.m["mine"] = "1"
+		require.NotContains(t, m, "mine", "a shared context is copied")
+	})
+	t.Run("from the journal", func(t *testing.T) {
+		tc, err := s.resolveContext(delta("s.j", 4, &pb.KV{Key: "n", Value: "1"}))
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"k": "journal", "n": "1"}, tc.m)
+	})
+	t.Run("another version", func(t *testing.T) {
+		s.ctxs.put("s.c", ctxEntry{m: map[string]string{}, owned: true, version: 7})
+		_, err := s.resolveContext(delta("s.c", 8))
+		require.True(t, errors.Is(err, ErrContext), err)
+		_, err = s.resolveContext(delta("s.j", 5))
+		require.True(t, errors.Is(err, ErrContext), err)
+	})
+	t.Run("nowhere", func(t *testing.T) {
+		_, err := s.resolveContext(delta("s.gone", 2, &pb.KV{Key: "k", Value: "v"}))
+		require.ErrorIs(t, err, ErrContext)
+		require.Contains(t, err.Error(), "s.base")
+	})
 }

@@ -95,7 +95,8 @@ type journal struct {
 	retries   map[string]int
 	outcomes  map[string]string
 	visits    map[string]int
-	context   map[string]string
+	cur       runCtx            // the run context after the last firing (keepContext)
+	ctxs      map[string]runCtx // the whole context of each pending envelope (runctx.go)
 	current   string
 	pending   map[string]*pb.Envelope
 	order     []string // pending ids in publication order
@@ -140,7 +141,7 @@ type journal struct {
 func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
 	return &journal{dir: dir, clk: clk, sess: sess, graph: graphName,
 		retries: map[string]int{}, outcomes: map[string]string{}, visits: map[string]int{},
-		context: map[string]string{}, pending: map[string]*pb.Envelope{}, status: "running"}
+		pending: map[string]*pb.Envelope{}, ctxs: map[string]runCtx{}, status: "running"}
 }
 
 // restore loads a checkpoint into the journal and returns the pending
@@ -158,9 +159,11 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 	for k, v := range cp.NodeVisits {
 		j.visits[k] = v
 	}
+	cur := emptyCtx()
 	for k, v := range cp.Context {
-		j.context[k] = v
+		cur = cur.Set(k, v)
 	}
+	j.cur = runCtx{m: cur}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
 	j.consumed = map[string]*consumedHeap{}
 	for _, c := range cp.Consumed {
@@ -183,6 +186,7 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 		}
 		j.pending[env.GetId()] = env
 		j.order = append(j.order, env.GetId())
+		j.trackContext(env, "", nil)
 		out = append(out, env)
 	}
 	return out, nil
@@ -204,6 +208,7 @@ func (j *journal) addLocked(envs []*pb.Envelope) {
 		if _, ok := j.pending[e.GetId()]; !ok {
 			j.pending[e.GetId()] = e
 			j.order = append(j.order, e.GetId())
+			j.trackContext(e, "", nil)
 		}
 	}
 }
@@ -359,8 +364,35 @@ func (j *journal) keepContext() bool { return j.dir != "" || j.kv != nil || j.of
 
 // apply changes the state by one commit; it does no I/O.
 func (j *journal) apply(c *actors.Commit) {
+	// The contexts first: the commit's and its envelopes' are deltas over
+	// the context of an envelope it consumes.
+	var base *runCtx
+	if b, ok := j.ctxs[c.Base]; ok && c.Base != "" {
+		base = &b
+	}
+	if c.Status != "" && j.keepContext() {
+		switch {
+		case c.Base == "":
+			j.cur = runCtx{m: with(nil, c.Context)}
+		case base != nil:
+			j.cur = runCtx{m: with(base.m, c.Context)}
+		}
+		// else: a base the journal never held (not resolvable after a
+		// resume either); the last context stays the one before.
+	}
+	for _, e := range c.Produced {
+		if _, ok := j.pending[e.GetId()]; ok || !j.keepContext() {
+			continue
+		}
+		if c.Status != "" && (base != nil || c.Base == "") && e.GetContextBase() == c.Base && sameKVs(e.GetContext(), c.Context) {
+			j.ctxs[e.GetId()] = runCtx{m: j.cur.m, version: e.GetContextVersion()} // the firing's own context
+			continue
+		}
+		j.trackContext(e, c.Base, base)
+	}
 	for i, id := range c.Consumed {
 		delete(j.pending, id)
+		delete(j.ctxs, id)
 		if i < len(c.Seqs) && c.Seqs[i] > 0 {
 			j.addConsumed(ConsumedEnvelope{ID: id, Node: c.Node, Seq: c.Seqs[i]})
 		}
@@ -386,9 +418,7 @@ func (j *journal) apply(c *actors.Commit) {
 		j.current = c.Node
 	}
 	if c.Status != "" && j.keepContext() {
-		j.context = map[string]string{}
 		for _, kv := range c.Context {
-			j.context[kv.GetKey()] = kv.GetValue()
 			if len(kv.Key) > len("internal.retry_count.") && kv.Key[:len("internal.retry_count.")] == "internal.retry_count." {
 				var n int
 				fmt.Sscan(kv.Value, &n)
@@ -523,7 +553,7 @@ func (j *journal) snapshot() *Checkpoint {
 	cp := &Checkpoint{
 		Timestamp: stamp, SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
 		CompletedNodes: append([]string{}, j.completed...),
-		NodeRetries:    copyMap(j.retries), Context: copyMap(j.context),
+		NodeRetries:    copyMap(j.retries), Context: whole(j.cur.m),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
 		NodeStatus: j.lastStatus,
@@ -546,7 +576,7 @@ func (j *journal) snapshot() *Checkpoint {
 			continue
 		}
 		kept = append(kept, id)
-		raw, err := protojson.Marshal(e)
+		raw, err := protojson.Marshal(j.wholeEnvelope(e))
 		if err == nil {
 			cp.Pending = append(cp.Pending, raw)
 		}

@@ -73,7 +73,7 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 	if c != nil {
 		rec.Node, rec.Firing, rec.Status, rec.Reason = c.Node, c.Firing, c.Status, c.Reason
 		rec.Consumed, rec.ConsumedSeqs, rec.Floor = c.Consumed, c.Seqs, c.Floor
-		rec.Produced, rec.Context, rec.Usage = c.Produced, c.Context, c.Usage
+		rec.Produced, rec.Context, rec.ContextBase, rec.Usage = c.Produced, c.Context, c.Base, c.Usage
 		if t := c.Terminal; t != nil {
 			rec.TerminalStatus, rec.TerminalReason, rec.TerminalFinal = t.Status, t.Reason, t.Final
 		}
@@ -380,7 +380,7 @@ func (j *journal) applyRecord(rec *pb.JournalRecord) error {
 	if rec.GetNode() != "" {
 		c := &actors.Commit{Node: rec.GetNode(), Firing: rec.GetFiring(), Status: rec.GetStatus(), Reason: rec.GetReason(),
 			Consumed: rec.GetConsumed(), Seqs: rec.GetConsumedSeqs(), Floor: rec.GetFloor(),
-			Produced: rec.GetProduced(), Context: rec.GetContext(), Usage: rec.GetUsage()}
+			Produced: rec.GetProduced(), Context: rec.GetContext(), Base: rec.GetContextBase(), Usage: rec.GetUsage()}
 		if rec.GetTerminalStatus() != "" {
 			c.Terminal = &actors.Terminal{Status: rec.GetTerminalStatus(), Reason: rec.GetTerminalReason(), Final: rec.GetTerminalFinal()}
 		}

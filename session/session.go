@@ -203,8 +203,11 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 			CreatedAt: timestamppb.New(s.clock().Now()),
 			Payload:   &pb.Payload{Message: cfg.Input},
 			Context:   kvs(initialContext(cfg)),
-			Metadata:  kvs(cfg.Metadata),
-			Caller:    actors.CallerKV(caller),
+			// Whole (no base), and the runtime's: its receiver's outputs
+			// name it as their base (actors/context.go).
+			ContextVersion: 1,
+			Metadata:       kvs(cfg.Metadata),
+			Caller:         actors.CallerKV(caller),
 		}
 	}
 	// A durable session is recorded in an order that makes its creation
@@ -497,6 +500,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.registry = reg
 	acfg := actors.Config{
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.timedJournal(), Middleware: cfg.Middleware,
+		Contexts:   s.jr.contextOf,
 		Threads:    threadsOf(cp),
 		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,

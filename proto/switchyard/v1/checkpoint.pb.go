@@ -263,7 +263,9 @@ type JournalRecord struct {
 	Floor uint64 `protobuf:"varint,9,opt,name=floor,proto3" json:"floor,omitempty"`
 	// produced are the envelopes the firing published.
 	Produced []*Envelope `protobuf:"bytes,10,rep,name=produced,proto3" json:"produced,omitempty"`
-	// context is the run context after the firing.
+	// context is the run context after the firing: the whole context when
+	// context_base is empty, else the keys the firing set over the context
+	// of the envelope context_base names (one it consumed).
 	Context []*KV `protobuf:"bytes,11,rep,name=context,proto3" json:"context,omitempty"`
 	// terminal_* are set when the record ends a token's path or the run.
 	TerminalStatus string `protobuf:"bytes,12,opt,name=terminal_status,json=terminalStatus,proto3" json:"terminal_status,omitempty"`
@@ -273,7 +275,9 @@ type JournalRecord struct {
 	// scheduler is the scheduler's counters after the record (JSON).
 	Scheduler []byte `protobuf:"bytes,16,opt,name=scheduler,proto3" json:"scheduler,omitempty"`
 	// added are envelopes published outside a firing (the first input).
-	Added         []*Envelope `protobuf:"bytes,17,rep,name=added,proto3" json:"added,omitempty"`
+	Added []*Envelope `protobuf:"bytes,17,rep,name=added,proto3" json:"added,omitempty"`
+	// context_base: see context.
+	ContextBase   string `protobuf:"bytes,18,opt,name=context_base,json=contextBase,proto3" json:"context_base,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -427,6 +431,13 @@ func (x *JournalRecord) GetAdded() []*Envelope {
 	return nil
 }
 
+func (x *JournalRecord) GetContextBase() string {
+	if x != nil {
+		return x.ContextBase
+	}
+	return ""
+}
+
 var File_switchyard_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
@@ -454,7 +465,7 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\afirings\x18\n" +
 	" \x01(\x04R\afirings\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12%\n" +
-	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xd8\x04\n" +
+	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xfb\x04\n" +
 	"\rJournalRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
@@ -473,7 +484,8 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\x0eterminal_final\x18\x0e \x01(\bR\rterminalFinal\x12*\n" +
 	"\x05usage\x18\x0f \x01(\v2\x14.switchyard.v1.UsageR\x05usage\x12\x1c\n" +
 	"\tscheduler\x18\x10 \x01(\fR\tscheduler\x12-\n" +
-	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05addedBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05added\x12!\n" +
+	"\fcontext_base\x18\x12 \x01(\tR\vcontextBaseBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_checkpoint_proto_rawDescOnce sync.Once

@@ -475,7 +475,9 @@ type Envelope struct {
 	// outcome is the producing node's outcome.
 	Outcome *Outcome `protobuf:"bytes,11,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	Usage   *Usage   `protobuf:"bytes,12,opt,name=usage,proto3" json:"usage,omitempty"`
-	// context is the full run context the token carries (pipelines).
+	// context is the run context the token carries (pipelines): the whole
+	// context when context_base is empty (an outside envelope, a session's
+	// input), else only the keys its producer set over its base (a delta).
 	Context []*KV `protobuf:"bytes,13,rep,name=context,proto3" json:"context,omitempty"`
 	// branches is the stack of parallel branches the token is inside, outermost first.
 	Branches []*Branch `protobuf:"bytes,14,rep,name=branches,proto3" json:"branches,omitempty"`
@@ -485,9 +487,19 @@ type Envelope struct {
 	// tenant, user, trace and custom ones), propagated to every later node.
 	// On the wire it is mirrored in NATS headers (Sy-Tenant, Sy-User,
 	// Sy-Trace, Sy-Ctx-<key>), which win over this field when present.
-	Caller        []*KV `protobuf:"bytes,16,rep,name=caller,proto3" json:"caller,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Caller []*KV `protobuf:"bytes,16,rep,name=caller,proto3" json:"caller,omitempty"`
+	// context_base names the envelope whose run context this one's context
+	// is a delta over (the input of the firing that produced it); "" when
+	// context holds the whole context. Only the runtime sets it: it is
+	// cleared on outside envelopes.
+	ContextBase string `protobuf:"bytes,17,opt,name=context_base,json=contextBase,proto3" json:"context_base,omitempty"`
+	// context_version is the token's context version: the number of firings
+	// since the lineage last carried a whole context (0 for outside
+	// envelopes). A receiver that resolves the base to another version
+	// refuses the envelope.
+	ContextVersion uint64 `protobuf:"varint,18,opt,name=context_version,json=contextVersion,proto3" json:"context_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -632,6 +644,20 @@ func (x *Envelope) GetCaller() []*KV {
 	return nil
 }
 
+func (x *Envelope) GetContextBase() string {
+	if x != nil {
+		return x.ContextBase
+	}
+	return ""
+}
+
+func (x *Envelope) GetContextVersion() uint64 {
+	if x != nil {
+		return x.ContextVersion
+	}
+	return 0
+}
+
 var File_switchyard_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_envelope_proto_rawDesc = "" +
@@ -669,7 +695,7 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\aupdates\x18\x04 \x03(\v2\x11.switchyard.v1.KVR\aupdates\x12\x17\n" +
 	"\afork_id\x18\x05 \x01(\tR\x06forkId\x12\x14\n" +
 	"\x05width\x18\x06 \x01(\rR\x05width\x12\x1b\n" +
-	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xfb\x04\n" +
+	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xc7\x05\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -689,7 +715,9 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\acontext\x18\r \x03(\v2\x11.switchyard.v1.KVR\acontext\x121\n" +
 	"\bbranches\x18\x0e \x03(\v2\x15.switchyard.v1.BranchR\bbranches\x12-\n" +
 	"\bmetadata\x18\x0f \x03(\v2\x11.switchyard.v1.KVR\bmetadata\x12)\n" +
-	"\x06caller\x18\x10 \x03(\v2\x11.switchyard.v1.KVR\x06callerBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\x06caller\x18\x10 \x03(\v2\x11.switchyard.v1.KVR\x06caller\x12!\n" +
+	"\fcontext_base\x18\x11 \x01(\tR\vcontextBase\x12'\n" +
+	"\x0fcontext_version\x18\x12 \x01(\x04R\x0econtextVersionBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_envelope_proto_rawDescOnce sync.Once

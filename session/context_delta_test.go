@@ -1,0 +1,179 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// TestContextTravelsAsDeltas: in a chain, an edge envelope carries only
+// what its producer set over its base (not the context, which grows with
+// every node), and each node still sees the whole context.
+func TestContextTravelsAsDeltas(t *testing.T) {
+	const n = 40
+	var b strings.Builder
+	b.WriteString("digraph chain { start [shape=Mdiamond]; exit [shape=Msquare]\n")
+	prev := "start"
+	for i := range n {
+		fmt.Fprintf(&b, "n%d [type=\"custom.echo\"]\n%s -> n%d\n", i, prev, i)
+		prev = fmt.Sprintf("n%d", i)
+	}
+	fmt.Fprintf(&b, "%s -> exit }", prev)
+
+	var mu sync.Mutex
+	seen := map[string]int{} // node -> how many earlier nodes' keys it saw
+	r := newRun(t)
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				k := 0
+				for key := range in.Context {
+					if strings.HasPrefix(key, "seen.") {
+						k++
+					}
+				}
+				mu.Lock()
+				seen[in.Node.ID] = k
+				mu.Unlock()
+				return &nodes.Outcome{Status: nodes.StatusSuccess, ContextUpdates: map[string]string{"seen." + in.Node.ID: "yes"}}, nil
+			})}))
+	}
+	cfg := r.config(r.load(b.String()))
+	cfg.ID = "deltas"
+	// A spy on the edges, as any NATS client.
+	nc, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	var envs []*pb.Envelope
+	sub, err := nc.Subscribe(broker.Edge("deltas", ">"), func(m *nats.Msg) {
+		env := &pb.Envelope{}
+		if proto.Unmarshal(m.Data, env) == nil {
+			mu.Lock()
+			envs = append(envs, env)
+			mu.Unlock()
+		}
+	})
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	defer sub.Unsubscribe()
+
+	rep := r.runConfig(cfg)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		require.Equal(t, i, seen[fmt.Sprintf("n%d", i)], "n%d sees every earlier node's key", i)
+	}
+	require.NoError(t, nc.Flush())
+	require.GreaterOrEqual(t, len(envs), n)
+	last := uint64(0)
+	for _, e := range envs {
+		if e.GetFromNode() == "start" {
+			continue
+		}
+		require.NotEmpty(t, e.GetContextBase(), "%s is a delta", e.GetId())
+		require.Less(t, len(e.GetContext()), 10, "%s carries the keys its producer set, not the run's", e.GetId())
+		require.Greater(t, e.GetContextVersion(), last, "the version grows along the chain")
+		last = e.GetContextVersion()
+	}
+	cp, err := session.ReadCheckpoint(r.logs)
+	if err == nil { // kept when the run did not succeed; else removed
+		require.Equal(t, "yes", cp.Context["seen.n0"])
+	}
+}
+
+// TestContextDeltaAfterRestart: a durable session's process dies with an
+// envelope in flight whose context is a delta over a base that process
+// held; the next process delivers it again and resolves its context from
+// the journal, so the node sees every key set before the crash.
+func TestContextDeltaAfterRestart(t *testing.T) {
+	data := t.TempDir()
+	src := `digraph d { start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="custom.echo"]; b [type="custom.echo"]; c [type="custom.hang"]
+		start -> a -> b -> c -> exit }`
+	var mu sync.Mutex
+	block := true
+	var got map[string]string
+	blocked := make(chan struct{}, 1)
+	reg := func(reg *nodes.Registry) {
+		echo := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			return &nodes.Outcome{Status: nodes.StatusSuccess, ContextUpdates: map[string]string{"seen." + in.Node.ID: "yes"}}, nil
+		})
+		hang := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			mu.Lock()
+			b := block
+			if !b {
+				got = map[string]string{}
+				for k, v := range in.Context {
+					got[k] = v
+				}
+			}
+			mu.Unlock()
+			if b {
+				blocked <- struct{}{}
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+		})
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: echo}))
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.hang", Handler: hang}))
+	}
+	start := func() *broker.Broker {
+		return brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = data }))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	b1 := start()
+	r1 := &run{t: t, broker: b1, reg: reg, ctx: map[string]string{"given": "1"}}
+	cfg := r1.config(r1.load(src))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "delta1", true, ""
+	s1, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("c never started")
+	}
+	s1.Stop()
+	require.NoError(t, b1.Close())
+
+	mu.Lock()
+	block = false
+	mu.Unlock()
+	b2 := start()
+	r2 := &run{t: t, broker: b2, reg: reg}
+	cfg2 := r2.config(r2.load(src))
+	cfg2.ID, cfg2.Durable, cfg2.LogsDir = "delta1", true, ""
+	s2, err := session.Resume(ctx, cfg2)
+	require.NoError(t, err)
+	rep, err := s2.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, "yes", got["seen.a"])
+	require.Equal(t, "yes", got["seen.b"])
+	require.Equal(t, "1", got["given"])
+	require.Equal(t, "c", got["current_node"])
+	require.Equal(t, "success", got["internal.outcome.b"])
+
+	cp, err := session.LoadCheckpoint(ctx, b2, "delta1", 0)
+	require.NoError(t, err)
+	require.Equal(t, "yes", cp.Context["seen.b"], "the journal's last context is whole")
+	require.Equal(t, "exit", cp.Context["current_node"])
+}
