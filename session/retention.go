@@ -79,9 +79,9 @@ func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
 // GC removes the completed durable sessions whose last checkpoint is older
 // than retain at now — their streams, KV bucket and objects — and returns
 // their ids. Running sessions are never removed. dryRun only lists them.
-// The finished sessions it keeps lose their durable consumer, if a store
-// written before sessions released it at their end still has it (see
-// Session.releaseConsumer).
+// The finished sessions it keeps lose their durable consumer and empty
+// dead-letter stream, if a store written before sessions released them at
+// their end still has them (see releaseFinished).
 func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Time, dryRun bool) ([]string, error) {
 	all, err := List(ctx, b)
 	if err != nil {
@@ -95,7 +95,7 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 		}
 		if now.Sub(s.Last) < retain {
 			if !dryRun {
-				errs = append(errs, releaseConsumer(ctx, b, s.ID))
+				errs = append(errs, releaseIdle(ctx, b, s.ID))
 			}
 			continue
 		}
@@ -130,15 +130,41 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 	return broker.DeleteSession(ctx, b.JetStream(), id)
 }
 
-// releaseConsumer deletes the durable consumer of finished session id
-// unless a process holds the session (reopened meanwhile).
-func releaseConsumer(ctx context.Context, b *broker.Broker, id string) error {
-	if o, err := ReadOwner(ctx, b, id, time.Now()); err != nil || o != nil {
+// releaseFinished deletes what finished session id no longer needs: its
+// durable consumer, and its dead-letter stream when that is empty. Every
+// start and resume (--reopen, a fork) re-creates both: the consumer from
+// the journal's floors, the stream with the work stream. Each costs every
+// later start of an embedded server: nats-server recovers every stream of
+// its store at start (about 0.5 ms each here) and stops each durable
+// consumer with a 10 ms poll of its flusher, one after the other, so a store
+// keeping a week of sessions made every command slower.
+func releaseFinished(ctx context.Context, js jetstream.JetStream, id string) error {
+	err := js.DeleteConsumer(ctx, broker.StreamName(id), actors.ConsumerName)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
-	err := b.JetStream().DeleteConsumer(ctx, broker.StreamName(id), actors.ConsumerName)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+	dlq, err := js.Stream(ctx, broker.DeadLetterStreamName(id))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info := dlq.CachedInfo(); info == nil || info.State.Msgs > 0 {
+		return nil // its dead letters are kept for inspection
+	}
+	err = js.DeleteStream(ctx, broker.DeadLetterStreamName(id))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	return err
+}
+
+// releaseIdle releases finished session id (releaseFinished) unless a
+// process holds it (reopened meanwhile).
+func releaseIdle(ctx context.Context, b *broker.Broker, id string) error {
+	if o, err := ReadOwner(ctx, b, id, time.Now()); err != nil || o != nil {
+		return err
+	}
+	return releaseFinished(ctx, b.JetStream(), id)
 }

@@ -81,10 +81,11 @@ func TestGC(t *testing.T) {
 }
 
 // TestFinishedSessionReleasesItsConsumer: a durable session that completed
-// leaves no consumer in the store (every later embedded server's shutdown
-// would wait for it), one that was interrupted keeps it, a resume of the
-// finished one (--reopen) works all the same, and GC releases a consumer
-// that a finished session of an older store still has.
+// leaves no consumer and no empty dead-letter stream in the store (every
+// later embedded server's start and stop would pay for them), one that was
+// interrupted keeps them, one with dead letters keeps those, a resume of the
+// finished one (--reopen) works all the same, and GC releases what a
+// finished session of an older store still has.
 func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	r := newRun(t)
 	hold := make(chan struct{})
@@ -112,6 +113,10 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 		_, err := js.Consumer(ctx, broker.StreamName(id), actors.ConsumerName)
 		return err
 	}
+	deadLetters := func(id string) error {
+		_, err := js.Stream(ctx, broker.DeadLetterStreamName(id))
+		return err
+	}
 
 	done := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	done.ID, done.Durable = "done", true
@@ -122,6 +127,7 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
 	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound, "released at its end")
+	require.ErrorIs(t, deadLetters("done"), jetstream.ErrStreamNotFound, "no dead letters, no stream")
 
 	busy := r.config(r.load(`digraph busy { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	busy.ID, busy.Durable = "busy", true
@@ -130,13 +136,21 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	s.Stop()
 	close(hold)
 	require.NoError(t, consumer("busy"), "an interrupted session keeps its consumer")
+	require.NoError(t, deadLetters("busy"))
 
 	ended := r.config(r.load(`digraph ended { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	ended.ID, ended.Durable = "ended", true
 	s, err = session.Start(ctx, ended)
 	require.NoError(t, err)
+	_, err = js.Publish(ctx, broker.NodeIn("ended", "a"), []byte("not an envelope"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := js.Stream(ctx, broker.DeadLetterStreamName("ended"))
+		return err == nil && st.CachedInfo().State.Msgs == 1
+	}, 10*time.Second, 10*time.Millisecond, "the refused envelope is a dead letter")
 	require.NoError(t, s.End("operator"))
 	require.ErrorIs(t, consumer("ended"), jetstream.ErrConsumerNotFound, "an operator's stop is an end")
+	require.NoError(t, deadLetters("ended"), "its dead letters are kept")
 
 	again := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	again.ID, again.Reopen = "done", true
@@ -150,9 +164,14 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	// finished session's, and leaves the interrupted one's.
 	_, err = js.CreateOrUpdateConsumer(ctx, broker.StreamName("done"), jetstream.ConsumerConfig{Durable: actors.ConsumerName})
 	require.NoError(t, err)
+	_, err = broker.EnsureDeadLetters(ctx, js, "done", broker.FileStorage)
+	require.NoError(t, err)
 	removed, err := session.GC(ctx, r.broker, 7*24*time.Hour, time.Now(), false)
 	require.NoError(t, err)
 	require.Empty(t, removed)
 	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound)
+	require.ErrorIs(t, deadLetters("done"), jetstream.ErrStreamNotFound)
 	require.NoError(t, consumer("busy"))
+	require.NoError(t, deadLetters("busy"))
+	require.NoError(t, deadLetters("ended"))
 }

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/actors"
@@ -742,20 +741,17 @@ func (s *Session) Stop() {
 			}
 		}
 		_ = s.cfg.Broker.Conn().Flush()
-		s.releaseConsumer()
+		s.releaseFinished()
 		s.closeEvents()
 		s.cleanup()
 	})
 }
 
-// releaseConsumer deletes the durable consumer of a session that is over
-// (completed, or stopped by its operator), while this process still holds
-// its lease. Nothing needs it any more: a resume (--reopen, a fork)
-// re-creates it from the journal's floors, as every start does. A consumer
-// left in the store costs every later embedded server's shutdown about
-// 10 ms (nats-server polls each durable consumer's flusher at stop), so a
-// store that keeps finished sessions for days would slow every command.
-func (s *Session) releaseConsumer() {
+// releaseFinished gives up what a session that is over (completed, or
+// stopped by its operator) no longer needs, while this process still holds
+// its lease: its durable consumer and an empty dead-letter stream (see
+// releaseFinished in retention.go).
+func (s *Session) releaseFinished() {
 	if !s.cfg.Durable || s.leaseGone.Load() {
 		return
 	}
@@ -768,8 +764,7 @@ func (s *Session) releaseConsumer() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := s.cfg.Broker.JetStream().DeleteConsumer(ctx, broker.StreamName(s.id), actors.ConsumerName)
-	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err := releaseFinished(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
 		s.cfg.Logger.Warn("session: releasing the consumer of a finished session", "session", s.id, "err", err)
 	}
 }
