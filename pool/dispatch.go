@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,6 +37,9 @@ type Dispatcher struct {
 	pools  map[string]bool         // pools whose consumer exists
 	kv     jetstream.KeyValue
 }
+
+// publishAttempt bounds one attempt to queue a job.
+const publishAttempt = 2 * time.Second
 
 // Handler is the handler of a node whose work goes to pool.
 func (d *Dispatcher) Handler(pool string) (nodes.Handler, error) {
@@ -170,7 +174,7 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 	defer func() { _ = sub.Unsubscribe() }()
 	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(ReplyHeader, reply)
-	if _, err := d.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(job.GetId())); err != nil {
+	if err := d.queue(ctx, msg, job.GetId()); err != nil {
 		return nil, fmt.Errorf("pool %s: queueing the job: %w", pool, err)
 	}
 	if in.Emit != nil {
@@ -196,6 +200,69 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 			return FromEnvelope(out), nil
 		}
 	}
+}
+
+// queue stores a job in the work stream under the message id of its
+// attempt, publishing it again (the same id: the stream keeps one) while
+// the stream has no leader — a server of the cluster went away, or the
+// stream is being scaled up to the session's replicas: a publish may then
+// get no answer at all.
+//
+// A job the stream already holds (an owner that died queued this attempt
+// before this one took the session over) is left to its worker: its outcome
+// comes to the attempt's reply subject, where this owner listens now. But a
+// job a worker already ran and acknowledged is gone from the stream, and
+// its outcome went to the dead owner: it is queued again, under the next
+// message id of the attempt (id, then id~2, id~3...), and runs again with
+// the same attempt id.
+func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) error {
+	for n := 1; ; n++ {
+		msgID := id
+		if n > 1 {
+			msgID = id + "~" + strconv.Itoa(n)
+		}
+		var ack *jetstream.PubAck
+		err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+			var err error
+			ack, err = d.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if !ack.Duplicate {
+			return nil
+		}
+		held, err := d.held(ctx, ack.Sequence)
+		if err != nil || held {
+			return err
+		}
+		if n == maxRequeues {
+			return fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, n)
+		}
+	}
+}
+
+// maxRequeues bounds how many times one attempt's job is queued again.
+const maxRequeues = 100
+
+// held reports whether the work stream still holds its message seq (a job
+// not acknowledged yet).
+func (d *Dispatcher) held(ctx context.Context, seq uint64) (bool, error) {
+	var held bool
+	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+		st, err := d.JS.Stream(ctx, Stream)
+		if err != nil {
+			return err
+		}
+		_, err = st.GetMsg(ctx, seq)
+		held = err == nil
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			err = nil
+		}
+		return err
+	})
+	return held, err
 }
 
 // request sends a job as a core NATS request to the pool's responders
