@@ -33,6 +33,9 @@ type Worker struct {
 	Registry    *nodes.Registry
 	WorkDir     string
 	Storage     broker.Storage // of the stream, when the worker creates it
+	// Replicas of the stream when the worker creates it (default 1; 3 on
+	// a cluster: a session scaling it up later stops its jobs for ~10 s).
+	Replicas int
 	Log         *slog.Logger
 
 	mu     sync.Mutex
@@ -104,7 +107,7 @@ func (w *Worker) awaitStream(ctx context.Context) error {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := w.JS.Stream(lctx, Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			err = EnsureStream(lctx, w.JS, w.Storage, 1)
+			err = EnsureStream(lctx, w.JS, w.Storage, w.Replicas)
 		}
 		cancel()
 		if err == nil {

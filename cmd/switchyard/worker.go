@@ -25,6 +25,7 @@ type workerFlags struct {
 	pool        string
 	concurrency int
 	ackWait     time.Duration
+	replicas    int
 	workdir     string
 	provider    string
 	mock        string
@@ -53,6 +54,7 @@ the first outcome). Workers of other languages: docs/workers.md.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.pool, "pool", pool.DefaultPool, "the pool whose jobs to run (a node's pool attribute)")
 	fl.IntVar(&f.concurrency, "concurrency", 1, "jobs run at once")
+	fl.IntVar(&f.replicas, "replicas", 1, "copies JetStream keeps of the work stream if this worker makes it (3 on a cluster, as serve --replicas)")
 	fl.DurationVar(&f.ackWait, "ack-wait", pool.DefaultAckWait, "how long a job may go unacknowledged before another worker gets it (the pool's consumer; in-progress acks every third of it)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work (default: the current directory)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
@@ -68,6 +70,9 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	}
 	if err := pool.CheckName(f.pool); err != nil {
 		return usageErr(fmt.Errorf("--pool: %w", err))
+	}
+	if f.replicas < 1 || f.replicas > 5 {
+		return usageErr(fmt.Errorf("--replicas %d: want 1 to 5", f.replicas))
 	}
 	if f.concurrency < 1 {
 		return usageErr(fmt.Errorf("--concurrency %d: want 1 or more", f.concurrency))
@@ -100,7 +105,7 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w := &pool.Worker{NC: nc, JS: js, Pool: f.pool, Concurrency: f.concurrency, AckWait: f.ackWait,
+	w := &pool.Worker{NC: nc, JS: js, Pool: f.pool, Concurrency: f.concurrency, AckWait: f.ackWait, Replicas: f.replicas,
 		Registry: reg, WorkDir: workdir, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	fmt.Fprintf(stderr, "worker: pool %s, %d at once, on %s\n", f.pool, f.concurrency, f.conn.url)
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
