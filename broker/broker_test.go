@@ -107,9 +107,8 @@ func TestDataSurvivesARestart(t *testing.T) {
 	require.Equal(t, "c1", string(e.Value()))
 }
 
-// What JetStream acknowledged just before Close (which flushes the
-// connection, it does not drain it) is kept; the store's directory is the
-// broker's DataDir.
+// What JetStream acknowledged just before Close is kept; the store's
+// directory is the broker's DataDir.
 func TestCloseKeepsWhatWasAcknowledged(t *testing.T) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = t.TempDir()

@@ -9,8 +9,8 @@
 // Start builds the server's options (no signal handling, JetStream on
 // Config.DataDir), starts it, waits until it is ready, and connects to it
 // in-process. It opens no TCP port unless Config.Listen asks for one.
-// Close flushes and closes the connection, shuts the server down and waits
-// for it; it is idempotent. The server's log goes to Config.Logger, discarded when nil.
+// Close drains the connection, shuts the server down and waits for it; it
+// is idempotent. The server's log goes to Config.Logger, discarded when nil.
 //
 // # Roles on a listening server
 //
