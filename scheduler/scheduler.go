@@ -26,6 +26,7 @@ type Scheduler struct {
 
 	mu       sync.Mutex
 	gates    map[string]Gate
+	holding  map[string]bool // the nodes whose gates hold inputs (all, manual, schedule)
 	crons    map[string]*gateCron
 	states   map[string]*GateState
 	iters    iterations
@@ -49,7 +50,7 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 	if notify == nil {
 		notify = func(Notice) {}
 	}
-	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, crons: map[string]*gateCron{},
+	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, holding: map[string]bool{}, crons: map[string]*gateCron{},
 		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}, recent: map[string][]time.Time{}}, windows: map[string]clock.Timer{}, budgets: map[string]*budget{},
 		stalls: map[string]*stallWindow{}, stopped: map[string]error{}, running: map[*Ticket]bool{},
 		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}}
@@ -75,7 +76,7 @@ func (s *Scheduler) addNode(id string, nc *NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	s.gates[id] = g
+	s.setGate(id, g)
 	if c, ok := g.(*gateCron); ok {
 		s.crons[id] = c
 	}
@@ -88,6 +89,16 @@ func (s *Scheduler) addNode(id string, nc *NodeConfig) error {
 		s.setGateWait(id, g.Waiting())
 	}
 	return nil
+}
+
+// setGate makes g node id's gate.
+func (s *Scheduler) setGate(id string, g Gate) {
+	s.gates[id] = g
+	if _, plain := g.(gateAny); plain {
+		delete(s.holding, id)
+	} else {
+		s.holding[id] = true
+	}
 }
 
 func (s *Scheduler) newGate(id string, nc *NodeConfig) (Gate, error) {
@@ -149,6 +160,7 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 			s.inflight.remove(id)
 			s.locks.remove(id)
 			delete(s.gates, id)
+			delete(s.holding, id)
 			delete(s.states, id)
 			delete(s.stalls, id)
 			delete(s.budgets, "node:"+id)
@@ -163,7 +175,7 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.gates[id] = g
+		s.setGate(id, g)
 		if c, ok := g.(*gateCron); ok {
 			s.crons[id] = c
 			c.start()

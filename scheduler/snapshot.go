@@ -28,6 +28,9 @@ type Snapshot struct {
 	// Windows: the times of the recent firings under windowed caps
 	// (max_iterations="N/window"), by node ("" for the session).
 	Windows map[string][]time.Time `json:"windows,omitempty"`
+	// Partial marks a snapshot of what one node's firing changes
+	// (SnapshotOf), to be merged into the state before it (Merge).
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Join is a join gate's buffer: each upstream edge's state ("waiting",
@@ -89,28 +92,127 @@ func (s *Scheduler) Snapshot() Snapshot {
 			snap.Stalls[k] = append([]string(nil), w.last...)
 		}
 	}
-	for k, g := range s.gates {
-		switch g := g.(type) {
-		case *gateAll:
-			j := Join{Edges: map[string]string{}, Queued: map[string][]string{}}
-			for _, e := range g.edges {
-				j.Edges[e] = edgeStateNames[g.state[e]]
-				if q := g.queued[e]; len(q) > 0 {
-					j.Queued[e] = inputIDs(q)
-				}
+	for k := range s.holding {
+		s.gateSnapshot(&snap, k, s.gates[k])
+	}
+	return snap
+}
+
+// SnapshotOf is the part of the state a firing of node changes (node "":
+// none): node's counter, stall window and firing window, the budgets that
+// cover it, the session's total and firing window; and whole the parts
+// that do not grow with the graph: stops, joins and held inputs. Merge
+// applies it to the snapshot before. It costs what node touches, not the
+// size of the graph: a durable session writes one with every journal
+// record (a whole Snapshot per record made a long pipeline's journal
+// quadratic).
+func (s *Scheduler) SnapshotOf(node string) Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := Snapshot{Partial: true, Total: s.iters.total, Iterations: map[string]int{}, Spent: map[string]Spent{},
+		Announced: map[string][]string{}, Stalls: map[string][]string{}, Windows: map[string][]time.Time{},
+		Stopped: map[string]string{}, Causes: map[string]string{}, Joins: map[string]Join{}, Held: map[string][]string{}}
+	snap.Windows[""] = append([]time.Time(nil), s.iters.recent[""]...)
+	if node != "" {
+		if _, ok := s.gates[node]; ok {
+			snap.Iterations[node] = s.iters.node[node]
+			snap.Windows[node] = append([]time.Time(nil), s.iters.recent[node]...)
+			if w := s.stalls[node]; w != nil {
+				snap.Stalls[node] = append([]string(nil), w.last...)
 			}
-			snap.Joins[k] = j
-		case *gateManual:
-			if len(g.held) > 0 {
-				snap.Held[k] = inputIDs(g.held)
-			}
-		case *gateCron:
-			if len(g.held) > 0 {
-				snap.Held[k] = inputIDs(g.held)
+		}
+		for _, k := range s.scopesOf(node) {
+			if b := s.budgets[k]; b != nil {
+				snap.Spent[k], snap.Announced[k] = b.spent, b.announcedList()
 			}
 		}
 	}
+	for k := range s.cfg.Scopes { // the graph's and subgraphs' budgets: few
+		if b := s.budgets[k]; b != nil {
+			snap.Spent[k], snap.Announced[k] = b.spent, b.announcedList()
+		}
+	}
+	for k := range s.stopped {
+		if st := s.states[k]; st != nil {
+			snap.Stopped[k], snap.Causes[k] = st.Reason, st.Cause
+		}
+	}
+	for k := range s.holding {
+		s.gateSnapshot(&snap, k, s.gates[k])
+	}
 	return snap
+}
+
+// Merge applies p over snap: a whole snapshot replaces it; a partial one
+// (SnapshotOf) sets what it holds.
+func (snap *Snapshot) Merge(p Snapshot) {
+	if !p.Partial {
+		*snap = p
+		return
+	}
+	if snap.Iterations == nil {
+		snap.Iterations = map[string]int{}
+	}
+	for k, v := range p.Iterations {
+		snap.Iterations[k] = v
+	}
+	snap.Total = p.Total
+	if snap.Spent == nil {
+		snap.Spent = map[string]Spent{}
+	}
+	for k, v := range p.Spent {
+		snap.Spent[k] = v
+	}
+	setLists(&snap.Announced, p.Announced)
+	setLists(&snap.Stalls, p.Stalls)
+	if len(p.Windows) > 0 && snap.Windows == nil {
+		snap.Windows = map[string][]time.Time{}
+	}
+	for k, v := range p.Windows {
+		if len(v) == 0 {
+			delete(snap.Windows, k)
+		} else {
+			snap.Windows[k] = v
+		}
+	}
+	snap.Stopped, snap.Causes, snap.Joins, snap.Held = p.Stopped, p.Causes, p.Joins, p.Held
+}
+
+// setLists sets p's lists in *m, an empty one removing its key.
+func setLists(m *map[string][]string, p map[string][]string) {
+	if len(p) > 0 && *m == nil {
+		*m = map[string][]string{}
+	}
+	for k, v := range p {
+		if len(v) == 0 {
+			delete(*m, k)
+		} else {
+			(*m)[k] = v
+		}
+	}
+}
+
+// gateSnapshot records what the gate of node k holds (joins, held inputs).
+func (s *Scheduler) gateSnapshot(snap *Snapshot, k string, g Gate) {
+	switch g := g.(type) {
+	case *gateAll:
+		j := Join{Edges: map[string]string{}, Queued: map[string][]string{}}
+		for _, e := range g.edges {
+			j.Edges[e] = edgeStateNames[g.state[e]]
+			if q := g.queued[e]; len(q) > 0 {
+				j.Queued[e] = inputIDs(q)
+			}
+		}
+		snap.Joins[k] = j
+	case *gateManual:
+		if len(g.held) > 0 {
+			snap.Held[k] = inputIDs(g.held)
+		}
+	case *gateCron:
+		if len(g.held) > 0 {
+			snap.Held[k] = inputIDs(g.held)
+		}
+	}
 }
 
 // Restore loads a snapshot into a new scheduler (a resume), before Start:

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -160,4 +161,44 @@ func TestSnapshotRecordsHeldInputsByID(t *testing.T) {
 	require.Equal(t, map[string][]string{"m": {"e1"}}, snap.Held)
 	require.Equal(t, scheduler.Join{Edges: map[string]string{"u.j": "delivered", "v.j": "waiting"},
 		Queued: map[string][]string{"u.j": {"e2"}}}, snap.Joins["j"])
+}
+
+// TestSnapshotOfMerges: the partial snapshots of each firing, merged in
+// order into the whole snapshot before them, give the whole snapshot after
+// them (what a durable session's journal replays), through JSON.
+func TestSnapshotOfMerges(t *testing.T) {
+	src := `digraph g { graph [budget_tokens=1000, max_iterations="50/1h"]
+		a [budget_tokens=100, stall_after=3]; b [max_iterations="5/1h"]; j [trigger=all]; m [trigger=manual]; c
+		a -> j; b -> j }`
+	s, clk, _ := newSched(t, src)
+	merged := s.Snapshot()
+	step := func(node string) {
+		t.Helper()
+		raw, err := json.Marshal(s.SnapshotOf(node))
+		require.NoError(t, err)
+		var p scheduler.Snapshot
+		require.NoError(t, json.Unmarshal(raw, &p))
+		require.True(t, p.Partial)
+		merged.Merge(p)
+	}
+	fire := func(node, out string, tokens int64) {
+		t.Helper()
+		s.Release(admit(t, s, node), scheduler.Result{Status: "success", OutputHash: out, Usage: scheduler.Usage{OutputTokens: tokens}})
+		step(node)
+	}
+	fire("a", "1", 40)
+	offer(t, s, "j", "a.j", "x")
+	fire("b", "2", 0)
+	offer(t, s, "m", "", "y")
+	clk.Advance(2 * time.Hour) // the windows empty
+	fire("b", "3", 0)
+	fire("c", "4", 5)
+	fire("a", "5", 70) // past a's budget: announced
+	step("")           // a record outside a firing
+
+	want, err := json.Marshal(s.Snapshot())
+	require.NoError(t, err)
+	got, err := json.Marshal(merged)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(got))
 }

@@ -107,6 +107,9 @@ type journal struct {
 	failed    bool
 	onSaved   func(seq uint64, node string)
 	schedSnap func() *scheduler.Snapshot
+	// schedOf is the part of the scheduler's state a firing of a node
+	// changes, for its journal record (scheduler.SnapshotOf).
+	schedOf func(node string) *scheduler.Snapshot
 
 	consumed   map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
 	floors     map[string]uint64        // acknowledgement floor per node
@@ -440,6 +443,28 @@ func (j *journal) apply(c *actors.Commit) {
 			}
 		}
 	}
+}
+
+// recordSched is the scheduler's state a journal record of node's commit
+// holds: what the firing changed, when the scheduler says (a whole
+// snapshot per record grew with the graph), else all of it.
+func (j *journal) recordSched(node string) *scheduler.Snapshot {
+	switch {
+	case j.schedOf != nil:
+		return j.schedOf(node)
+	case j.schedSnap != nil:
+		return j.schedSnap()
+	}
+	return nil
+}
+
+// mergeSched applies a replayed record's scheduler state: a partial one
+// over the state before it, a whole one instead of it.
+func (j *journal) mergeSched(snap *scheduler.Snapshot) {
+	if j.sched == nil {
+		j.sched = &scheduler.Snapshot{}
+	}
+	j.sched.Merge(*snap)
 }
 
 // maxCompleted bounds the completed_nodes list of a checkpoint (the most

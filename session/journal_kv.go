@@ -78,8 +78,8 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 			rec.TerminalStatus, rec.TerminalReason, rec.TerminalFinal = t.Status, t.Reason, t.Final
 		}
 	}
-	if j.schedSnap != nil {
-		if data, err := json.Marshal(j.schedSnap()); err == nil {
+	if snap := j.recordSched(rec.Node); snap != nil {
+		if data, err := json.Marshal(snap); err == nil {
 			rec.Scheduler = data
 		}
 	}
@@ -389,7 +389,7 @@ func (j *journal) applyRecord(rec *pb.JournalRecord) error {
 	if len(rec.GetScheduler()) > 0 {
 		snap := &scheduler.Snapshot{}
 		if err := json.Unmarshal(rec.GetScheduler(), snap); err == nil {
-			j.sched = snap
+			j.mergeSched(snap)
 		}
 	}
 	j.seq = rec.GetSeq()
