@@ -140,6 +140,16 @@ func (s *System) resolveContext(env *pb.Envelope) (tokenContext, error) {
 		if m, jv, ok = s.cfg.Contexts(env.GetId()); ok && jv != v {
 			return tokenContext{}, fmt.Errorf("%w: envelope %s says version %d of its context, the journal holds %d", ErrContext, env.GetId(), v, jv)
 		}
+		if !ok {
+			// The journal may not know the envelope (a sparse checkpoint
+			// policy lost its producer's record in a crash) but know its
+			// base, the envelope its producer consumed: the delta is over
+			// that.
+			if m, jv, ok = s.cfg.Contexts(env.GetContextBase()); ok && jv+1 != v {
+				return tokenContext{}, fmt.Errorf("%w: envelope %s says version %d of its context, over %s at version %d in the journal",
+					ErrContext, env.GetId(), v, env.GetContextBase(), jv)
+			}
+		}
 	}
 	if !ok {
 		return tokenContext{}, fmt.Errorf("%w: envelope %s is a delta over %s (version %d), which is neither in this process nor in the journal",

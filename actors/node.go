@@ -653,6 +653,9 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext
 		j.branches = cloneBranches(bs[:len(bs)-1])
 	} else {
 		j.tc, j.ctx = tc, tc.m
+		if a.s.cfg.WholeContexts {
+			j.tc.base = "" // its envelopes name no base
+		}
 		j.branches = cloneBranches(bs)
 	}
 	j.ctx["current_node"] = a.node.ID

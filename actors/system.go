@@ -73,6 +73,12 @@ type Config struct {
 	// resumed session's receiver finds it here (context.go). Nil refuses
 	// such envelopes when their base is not in process.
 	Contexts ContextSource
+	// WholeContexts makes every envelope carry its whole context, not a
+	// delta: for a journal that may lose a firing's record after the
+	// firing's envelopes left (a sparse checkpoint policy, whose crash
+	// loses the records it held), since a delta over a base the journal
+	// lost cannot be resolved after a restart.
+	WholeContexts bool
 	// OnTerminal is called after a token's path ends and every envelope and
 	// event of that firing has been published.
 	OnTerminal func(node string, t *Terminal)

@@ -72,6 +72,17 @@ func TestResolveContext(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"k": "journal", "n": "1"}, tc.m)
 	})
+	t.Run("from the journal, through its base", func(t *testing.T) {
+		// The journal lost the envelope's producer's record (a sparse
+		// policy and a crash) but holds the envelope it consumed.
+		env := &pb.Envelope{Id: "s.lost", ContextBase: "s.j", ContextVersion: 5, Context: []*pb.KV{{Key: "d", Value: "1"}}}
+		tc, err := s.resolveContext(env)
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"k": "journal", "n": "1", "d": "1"}, tc.m)
+		env.ContextVersion = 7
+		_, err = s.resolveContext(env)
+		require.ErrorIs(t, err, ErrContext)
+	})
 	t.Run("another version", func(t *testing.T) {
 		s.ctxs.put("s.c", ctxEntry{m: map[string]string{}, owned: true, version: 7})
 		_, err := s.resolveContext(delta("s.c", 8))

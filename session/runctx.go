@@ -29,7 +29,11 @@ func emptyCtx() *immutable.Map[string, string] {
 // with is m with the pairs of kvs set.
 func with(m *immutable.Map[string, string], kvs []*pb.KV) *immutable.Map[string, string] {
 	if m == nil {
-		m = emptyCtx()
+		b := immutable.NewMapBuilder[string, string](nil) // a whole context: built in place
+		for _, kv := range kvs {
+			b.Set(kv.GetKey(), kv.GetValue())
+		}
+		return b.Map()
 	}
 	for _, kv := range kvs {
 		if v, ok := m.Get(kv.GetKey()); !ok || v != kv.GetValue() {

@@ -499,9 +499,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.registry = reg
 	acfg := actors.Config{
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.timedJournal(), Middleware: cfg.Middleware,
-		Contexts:   s.jr.contextOf,
-		Threads:    threadsOf(cp),
-		OnTerminal: s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
+		Contexts: s.jr.contextOf,
+		// A sparse policy's crash loses the records it held, whose
+		// envelopes may be out: deltas over them could not be resolved.
+		WholeContexts: cfg.Durable && s.jr.policy.sparse(),
+		Threads:       threadsOf(cp),
+		OnTerminal:    s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
 		OnStall: func(reason string) { s.noteFailure("", scheduler.ErrStalled); s.complete("fail", reason) },
 		OnFatal: func(reason string) { s.complete("fail", reason) },
