@@ -30,9 +30,14 @@ type Dispatcher struct {
 	JS       jetstream.JetStream
 	Storage  broker.Storage
 	Replicas int
+	// Fresh says the session is new (not resumed): outcomes kept under its
+	// id are an earlier session's of the same id, and are purged before
+	// its first job.
+	Fresh bool
 
 	mu     sync.Mutex
-	ready  bool                    // the stream and the graph bucket exist
+	ready  bool                    // the streams and the graph bucket exist
+	out    jetstream.Stream        // the outcome stream
 	graphs map[*graph.Graph]string // graphs stored in the bucket, by hash
 	pools  map[string]bool         // pools whose consumer exists
 	kv     jetstream.KeyValue
@@ -78,6 +83,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("pool: stream %s: %w", Stream, err)
 	}
+	out := jetstream.StreamConfig{
+		Name: OutcomeStream, Description: "switchyard: outcomes of worker jobs, the last of each attempt",
+		Subjects: []string{"syo.>"}, MaxMsgsPerSubject: 1, MaxMsgs: MaxOutcomes, MaxAge: MaxOutcomeAge,
+		Discard: jetstream.DiscardOld, Storage: storage, Replicas: cfg.Replicas,
+	}
+	if s, err := js.Stream(ctx, OutcomeStream); err == nil {
+		out.Replicas = max(out.Replicas, s.CachedInfo().Config.Replicas)
+		out.Storage = s.CachedInfo().Config.Storage
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, out); err != nil {
+		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+	}
 	return nil
 }
 
@@ -103,7 +120,7 @@ func graphBucket(ctx context.Context, js jetstream.JetStream, st broker.Storage,
 // prepare makes the stream, the pool's consumer (when it has none: a
 // worker may have made it with its own ack wait) and stores g once; it
 // returns g's key.
-func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph, pool string, queue bool) (string, error) {
+func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph, pool string, queue bool) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.ready {
@@ -114,7 +131,23 @@ func (d *Dispatcher) prepare(ctx context.Context, g *graph.Graph, pool string, q
 		if err != nil {
 			return "", fmt.Errorf("pool: bucket %s: %w", GraphBucket, err)
 		}
-		d.kv, d.ready, d.graphs, d.pools = kv, true, map[*graph.Graph]string{}, map[string]bool{}
+		// Retried: a stream just scaled up to more replicas elects its
+		// leader first.
+		var out jetstream.Stream
+		err = broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+			var err error
+			out, err = d.JS.Stream(ctx, OutcomeStream)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+		}
+		if d.Fresh {
+			if err := out.Purge(ctx, jetstream.WithPurgeSubject("syo."+session+".>")); err != nil {
+				return "", fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+			}
+		}
+		d.kv, d.out, d.ready, d.graphs, d.pools = kv, out, true, map[*graph.Graph]string{}, map[string]bool{}
 	}
 	if queue && !d.pools[pool] {
 		if _, err := d.JS.Consumer(ctx, Stream, ConsumerName(pool)); err != nil {
@@ -146,7 +179,7 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 	if mode != "" && mode != ModeQueue && mode != ModeRequest {
 		return nil, fmt.Errorf("node %s: work_mode %q: want queue or request", in.Node.ID, mode)
 	}
-	key, err := d.prepare(ctx, in.Graph, pool, mode != ModeRequest)
+	key, err := d.prepare(ctx, in.SessionID, in.Graph, pool, mode != ModeRequest)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +205,15 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	// The outcome may be there already: this owner took the session over
+	// while its predecessor's job ran, or after it ended. It is committed;
+	// the job is not queued again.
+	if o := d.stored(ctx, reply, job.GetId()); o != nil {
+		if in.Emit != nil {
+			in.Emit("work.recovered", map[string]any{"pool": pool, "job": job.GetId()})
+		}
+		return o, nil
+	}
 	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID), Data: data, Header: nats.Header{}}
 	msg.Header.Set(ReplyHeader, reply)
 	if err := d.queue(ctx, msg, job.GetId()); err != nil {
@@ -210,11 +252,13 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 //
 // A job the stream already holds (an owner that died queued this attempt
 // before this one took the session over) is left to its worker: its outcome
-// comes to the attempt's reply subject, where this owner listens now. But a
-// job a worker already ran and acknowledged is gone from the stream, and
-// its outcome went to the dead owner: it is queued again, under the next
-// message id of the attempt (id, then id~2, id~3...), and runs again with
-// the same attempt id.
+// comes to the attempt's reply subject, where this owner listens now. A job
+// a worker already ran and acknowledged is gone from the stream; its
+// outcome, kept by the outcome stream, is taken from there (do looks before
+// queueing, and again here). Only a job whose outcome is not kept (the
+// outcome stream was missing) is queued again, under the next message id
+// of the attempt (id, then id~2, id~3...), and runs again with the same
+// attempt id.
 func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) error {
 	for n := 1; ; n++ {
 		msgID := id
@@ -236,6 +280,11 @@ func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) error 
 		held, err := d.held(ctx, ack.Sequence)
 		if err != nil || held {
 			return err
+		}
+		if d.stored(ctx, msg.Header.Get(ReplyHeader), id) != nil {
+			// Run and answered since do looked: the outcome is on its way
+			// to the subscription do made first.
+			return nil
 		}
 		if n == maxRequeues {
 			return fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, n)
@@ -263,6 +312,28 @@ func (d *Dispatcher) held(ctx context.Context, seq uint64) (bool, error) {
 		return err
 	})
 	return held, err
+}
+
+// stored is the outcome of attempt id kept on its reply subject, nil when
+// there is none (or it is not that attempt's outcome).
+func (d *Dispatcher) stored(ctx context.Context, reply, id string) *nodes.Outcome {
+	d.mu.Lock()
+	out := d.out
+	d.mu.Unlock()
+	var m *jetstream.RawStreamMsg
+	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+		var err error
+		m, err = out.GetLastMsgForSubject(ctx, reply)
+		return err
+	})
+	if err != nil {
+		return nil // none (or the stream is lost: the job is queued)
+	}
+	env, err := DecodeEnvelope(m.Data)
+	if err != nil || env.GetId() != id || env.GetKind() != KindOutcome {
+		return nil
+	}
+	return FromEnvelope(env)
 }
 
 // request sends a job as a core NATS request to the pool's responders

@@ -22,7 +22,12 @@
 //   - long work sends in-progress acks (+WPI) before AckWait; the job is acked
 //     after the outcome is published. A job whose worker dies is redelivered
 //     after AckWait with the same id; the owner commits the first outcome for
-//     an attempt and discards any later one.
+//     an attempt and discards any later one;
+//   - outcomes are kept by stream SYW_OUTCOMES (subjects syo.>, the last per
+//     subject): the owner looks its attempt's outcome up there before it
+//     queues the job, so an owner that took the session over while the job
+//     ran (or after it ended) commits that outcome instead of running the
+//     job again.
 package pool
 
 import (
@@ -37,6 +42,10 @@ import (
 const (
 	// Stream is the work-queue stream every pool's jobs are stored in.
 	Stream = "SY_WORK"
+	// OutcomeStream keeps every outcome published on syo.> (one per
+	// attempt's reply subject), so that an owner that takes a session over
+	// finds the outcome of a job that ended while nobody owned it.
+	OutcomeStream = "SYW_OUTCOMES"
 	// GraphBucket is the KV bucket holding the graphs jobs refer to, by the
 	// SHA-256 of their canonical DOT (metadata key "graph").
 	GraphBucket = "sy_work_graphs"
@@ -75,6 +84,13 @@ func RequestSubject(pool, session, node string) string {
 const (
 	MaxJobs     = 100_000
 	MaxJobBytes = 1 << 30
+)
+
+// Bounds of the outcome stream: an outcome is needed until its owner (or
+// the owner that takes the session over) has read it; the oldest go first.
+const (
+	MaxOutcomes   = 100_000
+	MaxOutcomeAge = 7 * 24 * time.Hour
 )
 
 // JobSubject is the subject a pool's job for node of session is published on.

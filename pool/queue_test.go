@@ -66,11 +66,13 @@ func TestDispatchWhileWorkStreamScalesUp(t *testing.T) {
 
 // An owner died after its job ran: the worker acknowledged the job, and
 // the outcome went to the dead owner. The owner that takes the session
-// over runs the firing again with the same attempt id; the stream's
-// deduplication drops the job's publication (the same message id), so it
-// is queued again under the attempt's next id and run again, and the new
-// owner gets its outcome. A job still in the stream is left to its worker
-// instead: it runs once.
+// over runs the firing again with the same attempt id and finds the
+// outcome kept by the outcome stream: the job does not run again. Where
+// the outcome was not kept (the stream lost it, or a worker published it
+// before the stream existed) the stream's deduplication would drop the
+// job's publication (the same message id), so it is queued again under the
+// attempt's next id and run again, and the new owner gets its outcome. A
+// job still in the stream is left to its worker instead: it runs once.
 func TestDispatchAgainAfterTakeover(t *testing.T) {
 	b := brokertest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -104,7 +106,7 @@ func TestDispatchAgainAfterTakeover(t *testing.T) {
 	o, err := h.Handle(ctx, input("1"))
 	require.NoError(t, err)
 	require.Equal(t, nodes.StatusSuccess, o.Status)
-	// The new owner runs the firing again.
+	// The new owner runs the firing again: the kept outcome is its result.
 	taker := &pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage()}
 	h, err = taker.Handler("p")
 	require.NoError(t, err)
@@ -112,14 +114,21 @@ func TestDispatchAgainAfterTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, nodes.StatusSuccess, o.Status)
 	require.Equal(t, "done", o.Response)
-	require.Equal(t, []string{"s/x/1/1", "s/x/1/1"}, runs(), "run again, with the same attempt id")
-	// A third owner: the job was queued and run twice; once more.
-	h, err = (&pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage()}).Handler("p")
+	require.Equal(t, []string{"s/x/1/1"}, runs(), "not run again")
+	// Without the kept outcome: queued again and run again, with the same
+	// attempt id; and once more for a third owner.
+	outs, err := b.JetStream().Stream(ctx, pool.OutcomeStream)
 	require.NoError(t, err)
-	o, err = h.Handle(ctx, input("1"))
-	require.NoError(t, err)
-	require.Equal(t, "done", o.Response)
-	require.Len(t, runs(), 3)
+	for want := 2; want <= 3; want++ {
+		require.NoError(t, outs.Purge(ctx))
+		h, err = (&pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage()}).Handler("p")
+		require.NoError(t, err)
+		o, err = h.Handle(ctx, input("1"))
+		require.NoError(t, err)
+		require.Equal(t, "done", o.Response)
+		require.Len(t, runs(), want)
+		require.Equal(t, "s/x/1/1", runs()[want-1], "run again, with the same attempt id")
+	}
 	stopWorker()
 
 	// Firing 2's job is queued while no worker runs; its owner dies. The
@@ -148,4 +157,11 @@ func TestDispatchAgainAfterTakeover(t *testing.T) {
 	require.NoError(t, <-got)
 	require.Equal(t, "done", o.Response)
 	require.Equal(t, []string{"s/x/1/1", "s/x/1/1", "s/x/1/1", "s/x/2/1"}, runs(), "firing 2 ran once")
+	// And a later owner of firing 2 takes its kept outcome.
+	h, err = (&pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage()}).Handler("p")
+	require.NoError(t, err)
+	o, err = h.Handle(ctx, input("2"))
+	require.NoError(t, err)
+	require.Equal(t, "done", o.Response)
+	require.Len(t, runs(), 4)
 }

@@ -36,7 +36,7 @@ type Worker struct {
 	// Replicas of the stream when the worker creates it (default 1; 3 on
 	// a cluster: a session scaling it up later stops its jobs for ~10 s).
 	Replicas int
-	Log         *slog.Logger
+	Log      *slog.Logger
 
 	mu     sync.Mutex
 	graphs map[string]*graph.Graph
@@ -170,10 +170,7 @@ func (w *Worker) serve(m jetstream.Msg) {
 		data, err = proto.Marshal(out)
 	}
 	if err == nil {
-		err = w.NC.Publish(reply, data)
-	}
-	if err == nil {
-		err = w.NC.Flush()
+		err = w.publish(reply, data)
 	}
 	if err != nil {
 		// No ack: the job is given again after AckWait.
@@ -184,6 +181,21 @@ func (w *Worker) serve(m jetstream.Msg) {
 		w.Log.Warn("worker: ack", "job", job.GetId(), "err", err)
 	}
 	w.Log.Info("worker: job done", "job", job.GetId(), "status", string(o.Status))
+}
+
+// publish sends an outcome: acknowledged by the outcome stream, so that
+// it outlives an owner that dies before reading it; with a plain publish
+// where that stream does not exist (an owner of an earlier version).
+func (w *Worker) publish(reply string, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := w.JS.Publish(ctx, reply, data)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if err = w.NC.Publish(reply, data); err == nil {
+			err = w.NC.Flush()
+		}
+	}
+	return err
 }
 
 // run executes a job with the node's built-in handler.

@@ -339,7 +339,9 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 			return nil, err
 		}
 	}
-	s.sys.SetEventSeq(cp.Seq * 1000) // resumed events sort after the first run's
+	// Resumed events sort after the first run's, also when it committed
+	// nothing (Seq 0: its session.started was event 1).
+	s.sys.SetEventSeq((cp.Seq + 1) * 1000)
 	s.sys.Emit(&pb.Event{Kind: "session.resumed", Message: cp.CurrentNode,
 		Attrs: []*pb.KV{{Key: "pending", Value: fmt.Sprint(len(pending))}}})
 	if cp.Status != "running" {
@@ -514,7 +516,8 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		Interest: cfg.Broker.Interest,
 	}
 	if js := cfg.Broker.JetStream(); js != nil {
-		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas()}
+		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas(),
+			Fresh: cp == nil || cfg.ForkOf != ""}
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
