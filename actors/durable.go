@@ -264,6 +264,9 @@ func (a *nodeActor) track(m *delivery) bool {
 			Message: "envelope " + id + " was already delivered"})
 		return false
 	}
+	if a.acks == nil {
+		a.acks = map[string][]heldMsg{}
+	}
 	a.acks[id] = []heldMsg{{m.msg, m.seq}}
 	return true
 }

@@ -195,9 +195,9 @@ func (a *nodeActor) retired(c actor.Context) {
 	if a.running {
 		return // finish() completes the current work first
 	}
-	for _, b := range a.buffers {
-		a.discard(b.Pending(), "node "+a.node.ID+" was removed by a live edit")
-		b.Close()
+	for _, eb := range a.bufs {
+		a.discard(eb.b.Pending(), "node "+a.node.ID+" was removed by a live edit")
+		eb.b.Close()
 	}
 	for _, batch := range a.queue {
 		a.discard(batch, "node "+a.node.ID+" was removed by a live edit")

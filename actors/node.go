@@ -57,8 +57,8 @@ type heldQuery struct{}
 // a debounce window's included.
 func (a *nodeActor) buffered() int {
 	n := 0
-	for _, b := range a.buffers {
-		n += len(b.Pending())
+	for _, eb := range a.bufs {
+		n += len(eb.b.Pending())
 	}
 	return n
 }
@@ -85,11 +85,9 @@ type nodeActor struct {
 	// tickPending: the node sent itself a tick not yet fired (auto mode).
 	tickPending bool
 
-	buffers  map[string]edges.Buffer[*pb.Envelope] // per incoming edge id; "" is the inbox
-	specs    map[string]string                     // per incoming edge id: the delivery its buffer has
-	order    []string                              // buffer keys in a fixed order
-	queue    [][]*pb.Envelope                      // batches ready to fire, in arrival order
-	joins    map[string][]*pb.Envelope             // fan-in: fork id -> branch tokens arrived
+	bufs     []edgeBuffer              // the inbox (""), then each incoming edge, in a fixed order
+	queue    [][]*pb.Envelope          // batches ready to fire, in arrival order
+	joins    map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived (made on the first)
 	running  bool
 	cur      *job          // the firing in progress
 	head     *tokenContext // the resolved context of queue[0] (nil: not yet)
@@ -100,28 +98,26 @@ type nodeActor struct {
 	retiring bool   // removed by a live edit: stop once idle
 
 	// acks holds, in durable sessions, the JetStream messages of the
-	// envelopes the node holds, by envelope id, until they are consumed.
+	// envelopes the node holds, by envelope id, until they are consumed
+	// (made on the first).
 	acks    map[string][]heldMsg
 	unacked seqSet // stream sequences held
 	maxSeq  uint64 // the highest stream sequence received
 
-	mailbox *pinned // the goroutine that runs Receive
-	runner  *pinned // the goroutine that runs the handler
+	mailbox pinned // the goroutine that runs Receive
+	runner  pinned // the goroutine that runs the handler
 }
 
 // stopPinned ends the actor's goroutines (after the actor stopped).
 func (a *nodeActor) stopPinned() {
-	if a.mailbox != nil {
-		a.mailbox.stop()
-		a.runner.stop()
-	}
+	a.mailbox.stop()
+	a.runner.stop()
 }
 
 var _ actor.Actor = (*nodeActor)(nil)
 
 func newNodeActor(s *System, g *graph.Graph, n *graph.Node, typ string, h nodes.Handler) (*nodeActor, error) {
-	a := &nodeActor{s: s, node: n, typ: typ, h: h, inline: inlined(h, n), joins: map[string][]*pb.Envelope{}, acks: map[string][]heldMsg{}, unacked: newSeqSet(),
-		buffers: map[string]edges.Buffer[*pb.Envelope]{"": edges.NewQueue[*pb.Envelope]()}, order: []string{""}}
+	a := &nodeActor{s: s, node: n, typ: typ, h: h, inline: inlined(h, n), unacked: newSeqSet()}
 	if err := a.setEdges(g); err != nil {
 		return nil, err
 	}
@@ -134,50 +130,81 @@ func inlined(h nodes.Handler, n *graph.Node) bool {
 	return ok && i.Inline(n)
 }
 
+// edgeBuffer is the delivery buffer of one incoming edge ("": the inbox)
+// and the delivery it was made for. A node keeps them in a slice, not a
+// map: most nodes have one to three, and an idle node's maps were a third
+// of its heap.
+type edgeBuffer struct {
+	id, spec string
+	b        edges.Buffer[*pb.Envelope]
+}
+
+// buffer is the buffer of incoming edge id, nil when the node has none.
+func (a *nodeActor) buffer(id string) edges.Buffer[*pb.Envelope] {
+	for i := range a.bufs {
+		if a.bufs[i].id == id {
+			return a.bufs[i].b
+		}
+	}
+	return nil
+}
+
 // setEdges makes the buffers of the node's incoming edges in g: buffers of
 // edges that still exist are kept (with what they hold); buffers of edges
 // that are gone are closed and what they held is reported.
 func (a *nodeActor) setEdges(g *graph.Graph) error {
 	s, n := a.s, a.node
-	want := map[string]bool{"": true}
-	order := []string{""}
-	for _, e := range g.Incoming(n.ID) {
+	in := g.Incoming(n.ID)
+	bufs := make([]edgeBuffer, 0, 1+len(in))
+	if inbox := a.buffer(""); inbox != nil {
+		bufs = append(bufs, edgeBuffer{b: inbox})
+	} else {
+		bufs = append(bufs, edgeBuffer{b: edges.NewQueue[*pb.Envelope]()})
+	}
+	for _, e := range in {
 		id := edges.EdgeID(e)
-		want[id] = true
-		order = append(order, id)
 		spec := deliverySpec(e)
-		old := a.buffers[id]
-		if old != nil && a.specs[id] == spec {
+		var old edgeBuffer
+		for _, eb := range a.bufs {
+			if eb.id == id {
+				old = eb
+				break
+			}
+		}
+		if old.b != nil && old.spec == spec {
+			bufs = append(bufs, old)
 			continue
 		}
 		b, err := edges.NewFor[*pb.Envelope](e, s.clk, func() { s.wake(n.ID, &drain{}) })
 		if err != nil {
 			return fmt.Errorf("edge %s -> %s: %w", e.From, e.To, err)
 		}
-		if old != nil {
+		if old.b != nil {
 			// A live edit changed the edge's delivery: what the old buffer
 			// holds goes into the new one, under the new mode.
-			before := old.Pending()
-			old.Close()
+			before := old.b.Pending()
+			old.b.Close()
 			for _, env := range before {
 				b.Push(env)
 			}
 			a.discard(supersededBy(before, b.Pending()), "superseded under the edge's new delivery mode (live edit)")
 		}
-		if a.specs == nil {
-			a.specs = map[string]string{}
-		}
-		a.buffers[id], a.specs[id] = b, spec
+		bufs = append(bufs, edgeBuffer{id: id, spec: spec, b: b})
 	}
-	for id, b := range a.buffers {
-		if !want[id] {
-			a.discard(b.Pending(), "its edge "+id+" was removed by a live edit")
-			b.Close()
-			delete(a.buffers, id)
-			delete(a.specs, id)
+	for _, eb := range a.bufs {
+		kept := false
+		for _, nb := range bufs {
+			if nb.id == eb.id {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			a.discard(eb.b.Pending(), "its edge "+eb.id+" was removed by a live edit")
+			eb.b.Close()
 		}
 	}
-	a.order = order
+	a.bufs = bufs
 	return nil
 }
 
@@ -235,9 +262,9 @@ func (a *nodeActor) Receive(c actor.Context) {
 			a.tryFire(c)
 			return
 		}
-		b := a.buffers[m.edge]
+		b := a.buffer(m.edge)
 		if b == nil {
-			b = a.buffers[""]
+			b = a.bufs[0].b // the inbox
 		}
 		var held []*pb.Envelope
 		if _, queue := b.(*edges.QueueBuffer[*pb.Envelope]); !queue {
@@ -312,8 +339,8 @@ func (a *nodeActor) Receive(c actor.Context) {
 	case *bufferQuery:
 		m.reply <- a.bufferStats()
 	case *actor.Stopping:
-		for _, b := range a.buffers {
-			b.Close()
+		for _, eb := range a.bufs {
+			eb.b.Close()
 		}
 	case *actor.Stopped:
 		// The last message: the goroutines end once it returns.
@@ -340,6 +367,9 @@ func (a *nodeActor) joinBranch(env *pb.Envelope) bool {
 	}
 	top := bs[len(bs)-1]
 	a.s.branchArrived(top)
+	if a.joins == nil {
+		a.joins = map[string][]*pb.Envelope{}
+	}
 	arrived := append(a.joins[top.GetForkId()], env)
 	if uint32(len(arrived)) < top.GetWidth() {
 		a.joins[top.GetForkId()] = arrived
@@ -394,16 +424,16 @@ func (a *nodeActor) resolveHead() bool {
 func (a *nodeActor) take() {
 	for !a.running && len(a.queue) == 0 {
 		pulled := false
-		for _, id := range a.order {
-			if !a.s.sched.Wants(a.node.ID, id) {
+		for _, eb := range a.bufs {
+			if !a.s.sched.Wants(a.node.ID, eb.id) {
 				continue
 			}
-			env, ok := a.buffers[id].Pop()
+			env, ok := eb.b.Pop()
 			if !ok {
 				continue
 			}
 			pulled = true
-			a.offer(id, env)
+			a.offer(eb.id, env)
 			if len(a.queue) > 0 {
 				return
 			}
@@ -417,13 +447,13 @@ func (a *nodeActor) take() {
 // pullAll hands the gate everything the buffers hold (before a manual
 // trigger or a scheduled tick fires the node with it).
 func (a *nodeActor) pullAll() {
-	for _, id := range a.order {
+	for _, eb := range a.bufs {
 		for {
-			env, ok := a.buffers[id].Pop()
+			env, ok := eb.b.Pop()
 			if !ok {
 				break
 			}
-			a.offer(id, env)
+			a.offer(eb.id, env)
 		}
 	}
 }
@@ -564,7 +594,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		c.Send(self, &runDone{firing: firing, res: res})
 		return
 	}
-	if !a.s.runOn(a.runner, func() {
+	if !a.s.runOn(&a.runner, func() {
 		res := a.run(ctx, job)
 		crash.Point("handler-done")
 		a.s.root.Send(self, &runDone{firing: firing, res: res})

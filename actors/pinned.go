@@ -9,6 +9,9 @@ import "sync"
 // time). An idle node has no goroutine of its own: a session of 100,000
 // nodes that wait costs no stacks; a busy one keeps its goroutine (and the
 // stack it grew) for as long as work keeps coming.
+//
+// A node actor holds its two by value; spawn sets wg, which tracks the
+// goroutine while it runs.
 type pinned struct {
 	wg      *sync.WaitGroup
 	mu      sync.Mutex
@@ -16,9 +19,6 @@ type pinned struct {
 	running bool
 	stopped bool
 }
-
-// newPinned makes the runner; wg tracks its goroutine while it runs.
-func newPinned(wg *sync.WaitGroup) *pinned { return &pinned{wg: wg} }
 
 // Schedule runs fn on the goroutine (actor.Dispatcher). After stop, fn is
 // dropped.

@@ -151,7 +151,7 @@ func (a *nodeActor) finish(m *runDone) bool {
 		return false
 	}
 	self := a.s.pidOf(a.node.ID)
-	if self == nil || !a.s.runOn(a.runner, func() {
+	if self == nil || !a.s.runOn(&a.runner, func() {
 		defer a.s.editMu.RUnlock()
 		done := a.commitAndPublish(commit.Node, commit, ev, o, j.attempts, hops)
 		a.s.root.Send(self, done)

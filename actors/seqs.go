@@ -14,12 +14,16 @@ type seqSet struct {
 	h  seqHeap
 }
 
-func newSeqSet() seqSet { return seqSet{in: map[uint64]struct{}{}} }
+func newSeqSet() seqSet { return seqSet{} }
 
-// add holds seq.
+// add holds seq. The set's map is made by the first add: most nodes of a
+// large session hold nothing.
 func (s *seqSet) add(seq uint64) {
 	if _, ok := s.in[seq]; ok {
 		return
+	}
+	if s.in == nil {
+		s.in = map[uint64]struct{}{}
 	}
 	s.in[seq] = struct{}{}
 	heap.Push(&s.h, seq)

@@ -24,13 +24,10 @@ type BufferStat struct {
 type bufferQuery struct{ reply chan []BufferStat }
 
 func (a *nodeActor) bufferStats() []BufferStat {
-	out := make([]BufferStat, 0, len(a.order))
-	for _, id := range a.order {
-		b := a.buffers[id]
-		if b == nil {
-			continue
-		}
-		out = append(out, BufferStat{Node: a.node.ID, Edge: id, Ready: b.Len(), Held: len(b.Pending()), Dropped: b.Dropped()})
+	out := make([]BufferStat, 0, len(a.bufs))
+	for _, eb := range a.bufs {
+		b := eb.b
+		out = append(out, BufferStat{Node: a.node.ID, Edge: eb.id, Ready: b.Len(), Held: len(b.Pending()), Dropped: b.Dropped()})
 	}
 	return out
 }

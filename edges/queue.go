@@ -4,10 +4,11 @@ import "sync"
 
 // QueueBuffer keeps every item in order: a ring whose capacity doubles when
 // full, so that Push and Pop do not allocate once it has grown to the
-// edge's backlog.
+// edge's backlog. The ring is made by the first Push: an edge that nothing
+// crosses (most of a large idle session's) costs only the struct.
 type QueueBuffer[T any] struct {
 	mu      sync.Mutex
-	ring    []T // len is a power of two
+	ring    []T // len is a power of two (or 0 before the first Push)
 	head    int // index of the oldest item
 	n       int // items held
 	closed  bool
@@ -19,7 +20,7 @@ var _ Buffer[int] = (*QueueBuffer[int])(nil)
 const minRing = 8
 
 // NewQueue returns an empty queue buffer.
-func NewQueue[T any]() *QueueBuffer[T] { return &QueueBuffer[T]{ring: make([]T, minRing)} }
+func NewQueue[T any]() *QueueBuffer[T] { return &QueueBuffer[T]{} }
 
 // Push appends v.
 func (q *QueueBuffer[T]) Push(v T) {
@@ -34,7 +35,7 @@ func (q *QueueBuffer[T]) Push(v T) {
 
 func (q *QueueBuffer[T]) push(v T) {
 	if q.n == len(q.ring) {
-		grown := make([]T, 2*len(q.ring))
+		grown := make([]T, max(minRing, 2*len(q.ring)))
 		q.copyTo(grown)
 		q.ring, q.head = grown, 0
 	}

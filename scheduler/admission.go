@@ -47,7 +47,7 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		return nil, &Wait{Stop: true, Reason: "unknown node " + node}, nil, nil
 	}
 	if err, stop := s.stopped[node]; stop {
-		st := s.states[node]
+		st := s.peekState(node)
 		return nil, &Wait{Stop: true, Err: err, Cause: st.Cause, Reason: st.Reason}, nil, nil
 	}
 	stop := func(err error, kind, cause, reason string, fields map[string]string) (*Ticket, *Wait, []Event, []string) {
@@ -62,7 +62,7 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		}
 		// A windowed cap: the node waits for the window to let it in.
 		var evs []Event
-		if st := s.states[node]; st == nil || st.State != StateWaiting || st.Cause != CauseIterationWindow {
+		if st := s.peekState(node); st == nil || st.State != StateWaiting || st.Cause != CauseIterationWindow {
 			evs = []Event{{Kind: EventIterationsWaiting, Node: node, Reason: c.reason, Fields: c.fields}}
 		}
 		s.setState(node, StateWaiting, CauseIterationWindow, c.reason, c.fields)
@@ -263,7 +263,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 	}
 	delete(s.running, t)
 	evs, cancel, wake := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
-	if w := s.stalls[t.Node]; w != nil {
+	if w := s.stallFor(t.Node); w != nil {
 		if stalled, evidence := w.observe(r); stalled {
 			reason := fmt.Sprintf("node %s stalled: the same input and the same result %d times in a row (%s)", t.Node, w.after, evidence)
 			fields := map[string]string{"evidence": evidence, "repeats": itoa(w.after)}
@@ -271,7 +271,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 			evs = append(evs, Event{Kind: EventStallDetected, Node: t.Node, Reason: reason, Fields: fields})
 		}
 	}
-	if s.states[t.Node] != nil && s.gates[t.Node] != nil {
+	if s.gates[t.Node] != nil {
 		s.settle(t.Node)
 	}
 	s.inflight.release()

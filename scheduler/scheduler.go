@@ -28,10 +28,11 @@ type Scheduler struct {
 	gates    map[string]Gate
 	holding  map[string]bool // the nodes whose gates hold inputs (all, manual, schedule)
 	crons    map[string]*gateCron
-	states   map[string]*GateState
+	states   map[string]*GateState // made on a node's first change (stateFor): idle until then
+	started  time.Time             // when the scheduler was made: the Since of a node never changed
 	iters    iterations
 	budgets  map[string]*budget
-	stalls   map[string]*stallWindow
+	stalls   map[string]*stallWindow // made on a node's first release (stallFor)
 	stopped  map[string]error
 	inflight inFlight
 	locks    lockTable
@@ -53,7 +54,7 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, holding: map[string]bool{}, crons: map[string]*gateCron{},
 		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}, recent: map[string][]time.Time{}}, windows: map[string]clock.Timer{}, budgets: map[string]*budget{},
 		stalls: map[string]*stallWindow{}, stopped: map[string]error{}, running: map[*Ticket]bool{},
-		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}}
+		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}, started: clk.Now()}
 	for scope, l := range cfg.Scopes {
 		s.budgets[scope] = newBudget(scope, l)
 	}
@@ -63,15 +64,18 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		if err := s.addNode(id, cfg.Nodes[id]); err != nil {
+		if err := s.addNode(id, cfg.Nodes[id], false); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-// addNode builds a node's gate, budget, stall window and state.
-func (s *Scheduler) addNode(id string, nc *NodeConfig) error {
+// addNode builds a node's gate and budget. Its state and stall window are
+// made when they first change (an idle node of a large session costs
+// neither), except that a node added to a running scheduler (live) is idle
+// from now on.
+func (s *Scheduler) addNode(id string, nc *NodeConfig, live bool) error {
 	g, err := s.newGate(id, nc)
 	if err != nil {
 		return err
@@ -83,8 +87,9 @@ func (s *Scheduler) addNode(id string, nc *NodeConfig) error {
 	if !nc.Budget.empty() {
 		s.budgets["node:"+id] = newBudget("node "+id, nc.Budget)
 	}
-	s.stalls[id] = &stallWindow{after: nc.StallAfter}
-	s.states[id] = &GateState{Node: id, State: StateIdle, Since: s.clk.Now()}
+	if live {
+		s.states[id] = &GateState{Node: id, State: StateIdle, Since: s.clk.Now()}
+	}
 	if nc.Trigger == TriggerManual {
 		s.setGateWait(id, g.Waiting())
 	}
@@ -188,10 +193,12 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 			} else if !nc.Budget.empty() {
 				s.budgets["node:"+id] = newBudget("node "+id, nc.Budget)
 			}
-			s.stalls[id].after = nc.StallAfter
+			if w := s.stalls[id]; w != nil {
+				w.after = nc.StallAfter
+			}
 			continue
 		}
-		if err := s.addNode(id, nc); err != nil {
+		if err := s.addNode(id, nc, true); err != nil {
 			return nil, err
 		}
 		if c, ok := s.gates[id].(*gateCron); ok {
@@ -326,7 +333,7 @@ func (s *Scheduler) decided(node string, d Decision) Decision {
 	if _, stop := s.stopped[node]; stop {
 		return d
 	}
-	st := s.states[node]
+	st := s.peekState(node)
 	if st == nil || st.State == StateRunning {
 		return d
 	}

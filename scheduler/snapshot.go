@@ -83,7 +83,7 @@ func (s *Scheduler) Snapshot() Snapshot {
 		}
 	}
 	for k := range s.stopped {
-		if st := s.states[k]; st != nil {
+		if st := s.peekState(k); st != nil {
 			snap.Stopped[k], snap.Causes[k] = st.Reason, st.Cause
 		}
 	}
@@ -237,12 +237,12 @@ func (s *Scheduler) Restore(snap Snapshot) {
 		}
 	}
 	for k, last := range snap.Stalls {
-		if w := s.stalls[k]; w != nil {
+		if w := s.stallFor(k); w != nil {
 			w.last = append([]string(nil), last...)
 		}
 	}
 	for k, cause := range snap.Causes {
-		if cause == CauseStalled && s.states[k] != nil {
+		if cause == CauseStalled && s.gates[k] != nil {
 			s.stopLocked(k, ErrStalled, CauseStalled, snap.Stopped[k], nil)
 		}
 	}

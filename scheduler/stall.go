@@ -40,6 +40,22 @@ type stallWindow struct {
 	last  []string
 }
 
+// stallFor is a node's stall window, made on first use from the node's
+// stall_after; nil for a node the scheduler does not have or that is not
+// watched for stalls (stall_after=0).
+func (s *Scheduler) stallFor(node string) *stallWindow {
+	if w := s.stalls[node]; w != nil {
+		return w
+	}
+	nc := s.cfg.Nodes[node]
+	if nc == nil || nc.StallAfter <= 0 || s.gates[node] == nil {
+		return nil
+	}
+	w := &stallWindow{after: nc.StallAfter}
+	s.stalls[node] = w
+	return w
+}
+
 // DefaultStallAfter is stall_after when unset.
 const DefaultStallAfter = 3
 

@@ -43,10 +43,35 @@ type GateState struct {
 	Since  time.Time
 }
 
+// peekState is a node's state, nil for a node the scheduler does not have.
+// A node whose state never changed has none stored: it is idle since the
+// scheduler was made, and peekState returns that without storing it.
+func (s *Scheduler) peekState(node string) *GateState {
+	if st := s.states[node]; st != nil {
+		return st
+	}
+	if _, ok := s.gates[node]; !ok {
+		return nil
+	}
+	return &GateState{Node: node, State: StateIdle, Since: s.started}
+}
+
+// stateFor is a node's state, stored so that it may be changed; nil for a
+// node the scheduler does not have.
+func (s *Scheduler) stateFor(node string) *GateState {
+	st := s.states[node]
+	if st == nil {
+		if st = s.peekState(node); st != nil {
+			s.states[node] = st
+		}
+	}
+	return st
+}
+
 // setState records a node's state; Since changes only with the state or
 // its cause.
 func (s *Scheduler) setState(node, state, cause, reason string, fields map[string]string) {
-	st := s.states[node]
+	st := s.stateFor(node)
 	if st == nil {
 		return
 	}
@@ -66,7 +91,7 @@ func (s *Scheduler) setGateWait(node, reason string) {
 		return
 	}
 	cause := c.cause()
-	st := s.states[node]
+	st := s.stateFor(node)
 	if st == nil {
 		return
 	}
@@ -91,7 +116,7 @@ func (s *Scheduler) settle(node string) {
 
 // stateOf returns a copy of a node's state with its evidence filled in.
 func (s *Scheduler) stateOf(node string) (GateState, bool) {
-	st := s.states[node]
+	st := s.peekState(node)
 	if st == nil {
 		return GateState{}, false
 	}
@@ -123,8 +148,8 @@ func (s *Scheduler) State(node string) (GateState, bool) {
 func (s *Scheduler) States() []GateState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]GateState, 0, len(s.states))
-	for id := range s.states {
+	out := make([]GateState, 0, len(s.gates))
+	for id := range s.gates {
 		st, _ := s.stateOf(id)
 		out = append(out, st)
 	}

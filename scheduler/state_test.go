@@ -202,3 +202,38 @@ func TestSnapshotOfMerges(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, string(want), string(got))
 }
+
+// A node whose state never changed is idle since the scheduler was made
+// (the scheduler stores no state for it: a large idle session's nodes cost
+// none); a node a live edit adds is idle since the edit; one that ran is
+// idle since it finished. Stall windows are made on a node's first release
+// and still stop a node that repeats itself.
+func TestIdleSinceAndLazyStalls(t *testing.T) {
+	s, clk, _ := newSched(t, `digraph g { a; b [stall_after=2] }`)
+	st, ok := s.State("a")
+	require.True(t, ok)
+	require.Equal(t, scheduler.GateState{Node: "a", State: scheduler.StateIdle, Since: t0}, st)
+	_, ok = s.State("nosuch")
+	require.False(t, ok)
+
+	clk.Advance(time.Minute)
+	_, err := s.Reconfigure(config(t, `digraph g { a; b [stall_after=2]; c }`))
+	require.NoError(t, err)
+	st, _ = s.State("c")
+	require.Equal(t, t0.Add(time.Minute), st.Since, "added by the edit")
+	st, _ = s.State("a")
+	require.Equal(t, t0, st.Since, "an untouched node keeps its time")
+
+	clk.Advance(time.Minute)
+	s.Release(admit(t, s, "a"), scheduler.Result{Status: "success", OutputHash: "1"})
+	st, _ = s.State("a")
+	require.Equal(t, scheduler.StateIdle, st.State)
+	require.Equal(t, t0.Add(2*time.Minute), st.Since, "idle again since it finished")
+	require.Len(t, s.States(), 3)
+
+	s.Release(admit(t, s, "b"), scheduler.Result{Status: "success", InputHash: "i", OutputHash: "o"})
+	evs := s.Release(admit(t, s, "b"), scheduler.Result{Status: "success", InputHash: "i", OutputHash: "o"})
+	require.Equal(t, "stall.detected", evs[len(evs)-1].Kind)
+	st, _ = s.State("b")
+	require.Equal(t, scheduler.StateStopped, st.State)
+}
