@@ -41,7 +41,7 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 	// by an object per firing for nothing (the journal and the events
 	// keep the response text).
 	if typ := j.in.Type; (typ == graph.TypeCodergen || (typ == graph.TypeConditional && j.node.Prompt() != "")) && o.Response != "" &&
-		len(j.in.Graph.Outgoing(j.node.ID)) > 0 {
+		len(j.in.Graph.OutEdges(j.node.ID)) > 0 {
 		art, err := broker.PutArtifact(ctx, a.s.cfg.JetStream, a.s.cfg.SessionID, prefix+"response.md", "response",
 			[]byte(o.Response), a.s.cfg.Storage)
 		if err != nil {

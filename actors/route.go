@@ -302,7 +302,7 @@ func summary(o *nodes.Outcome) string {
 func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch) ([]hop, *Terminal) {
 	g := a.s.graph()
 	env := edges.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel, SuggestedNextIDs: o.SuggestedNextIDs}
-	out := g.Outgoing(a.node.ID)
+	out := g.OutEdges(a.node.ID)
 
 	if a.typ == graph.TypeExit {
 		return a.exitRoute(j, o, ctx, bs)

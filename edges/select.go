@@ -79,7 +79,7 @@ func better(e, cur *graph.Edge) bool {
 func Match(g *graph.Graph, from string, o Outcome, ctx map[string]string) *graph.Edge {
 	env := o.env(ctx)
 	var best *graph.Edge
-	for _, e := range g.Edges {
+	for _, e := range g.OutEdges(from) {
 		if e.From != from {
 			continue
 		}
@@ -110,7 +110,7 @@ func Select(g *graph.Graph, from string, o Outcome, ctx map[string]string) *grap
 	want := labelKey(o.PreferredLabel)
 	var matched, labelled, suggested, plain *graph.Edge
 	rank := len(o.SuggestedNextIDs) // position of suggested's target in SuggestedNextIDs
-	for _, e := range g.Edges {
+	for _, e := range g.OutEdges(from) {
 		if e.From != from {
 			continue
 		}
@@ -151,7 +151,7 @@ func Select(g *graph.Graph, from string, o Outcome, ctx map[string]string) *grap
 func Broadcast(g *graph.Graph, from string, o Outcome, ctx map[string]string) []*graph.Edge {
 	env := o.env(ctx)
 	var out []*graph.Edge
-	for _, e := range g.Edges {
+	for _, e := range g.OutEdges(from) {
 		if e.From != from {
 			continue
 		}

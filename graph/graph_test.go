@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,4 +253,29 @@ func TestDiagnosticsErr(t *testing.T) {
 	require.ErrorAs(t, err, &list)
 	require.Equal(t, "p.dot:1:13: error: undirected_edge: undirected edges '--' are not supported: use '->'", list.Err().Error())
 	require.NoError(t, graph.ErrorList(nil).Err())
+}
+
+// TestOutEdges: the edges out of a node, in declaration order, for small
+// graphs and for graphs past the size where Outgoing uses its index; what
+// Outgoing returns, without a copy.
+func TestOutEdges(t *testing.T) {
+	for _, n := range []int{3, 40} {
+		b := graph.New("g")
+		for i := range n {
+			b.Node(fmt.Sprintf("n%d", i))
+		}
+		for i := range n {
+			b.Edge(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+1)%n))
+			b.Edge(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+2)%n))
+		}
+		g, _ := b.Build()
+		require.NotNil(t, g)
+		for _, nd := range g.Nodes {
+			out := g.OutEdges(nd.ID)
+			require.Equal(t, g.Outgoing(nd.ID), out)
+			require.Len(t, out, 2)
+			require.Equal(t, nd.ID, out[0].From)
+		}
+		require.Empty(t, g.OutEdges("nosuch"))
+	}
 }

@@ -303,6 +303,12 @@ func (g *Graph) Outgoing(id string) []*Edge {
 	return out
 }
 
+// OutEdges is Outgoing without the copy, for what routes at every firing:
+// the slice is the graph's index, which the caller must not change.
+func (g *Graph) OutEdges(id string) []*Edge {
+	return g.adjacency().out[id]
+}
+
 // Incoming returns the edges entering id, in declaration order.
 func (g *Graph) Incoming(id string) []*Edge {
 	if len(g.Edges) >= smallGraph {
