@@ -45,7 +45,8 @@
 //	System.evMu     Emit against Stop closing the event queue
 //
 // Leaves, taken with nothing else acquired under them: System.routeMu (where a
-// durable envelope goes), the dedup windows, the thread table. System.mu is
+// durable envelope goes), the dedup windows, the thread table, the context
+// store (ctxStore.mu), System.edgeMu (edge names). System.mu is
 // never held while calling into an actor, the Journal or NATS, and no lock is
 // held while a handler runs.
 package actors

@@ -15,10 +15,16 @@ import "sync"
 type pinned struct {
 	wg      *sync.WaitGroup
 	mu      sync.Mutex
-	queue   []func()
+	queue   []func() // queue[head:] waits
+	head    int
 	running bool
 	stopped bool
 }
+
+// keptQueue is the capacity of a drained queue that is kept for the next
+// burst (one allocation less per firing); a larger one is dropped, so an
+// idle node holds no more than this.
+const keptQueue = 4
 
 // Schedule runs fn on the goroutine (actor.Dispatcher). After stop, fn is
 // dropped.
@@ -40,15 +46,28 @@ func (p *pinned) loop() {
 	defer p.wg.Done()
 	for {
 		p.mu.Lock()
-		if len(p.queue) == 0 || p.stopped {
+		if p.head == len(p.queue) || p.stopped {
 			p.running = false
-			p.queue = nil
+			if cap(p.queue) > keptQueue || p.stopped {
+				p.queue = nil
+			} else {
+				clear(p.queue[:cap(p.queue)])
+				p.queue = p.queue[:0]
+			}
+			p.head = 0
 			p.mu.Unlock()
 			return
 		}
-		fn := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
+		fn := p.queue[p.head]
+		p.queue[p.head] = nil
+		p.head++
+		if p.head >= 64 && p.head*2 >= len(p.queue) {
+			// Busy without a pause: what waits moves to the front, so the
+			// queue does not grow with everything ever run.
+			n := copy(p.queue, p.queue[p.head:])
+			clear(p.queue[n:])
+			p.queue, p.head = p.queue[:n], 0
+		}
 		p.mu.Unlock()
 		fn()
 	}

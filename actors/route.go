@@ -191,7 +191,7 @@ func (a *nodeActor) commitAndPublish(node string, commit *Commit, ev *pb.Event, 
 	for _, h := range hops {
 		e := &pb.Event{Kind: "edge.selected", Node: node, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
 		if h.edge != nil {
-			e.EdgeId = edges.EdgeID(h.edge)
+			e.EdgeId, _ = a.s.edgeNames(h.edge)
 			e.Message = h.edge.Label()
 		} else {
 			e.Kind = "node.jump"
@@ -202,9 +202,11 @@ func (a *nodeActor) commitAndPublish(node string, commit *Commit, ev *pb.Event, 
 		if i > 0 {
 			crash.Point("between-publish")
 		}
-		subj := broker.NodeIn(a.s.cfg.SessionID, h.to)
+		var subj string
 		if h.edge != nil {
-			subj = broker.Edge(a.s.cfg.SessionID, edges.EdgeID(h.edge))
+			_, subj = a.s.edgeNames(h.edge)
+		} else {
+			subj = broker.NodeIn(a.s.cfg.SessionID, h.to)
 		}
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
 			if a.s.cfg.Consume {
@@ -455,6 +457,33 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 	return hops
 }
 
+// edgeNames is an edge's id (edges.EdgeID) and subject, made once per
+// edge rather than at every firing.
+func (s *System) edgeNames(e *graph.Edge) (id, subject string) {
+	k := edgeKey{e.From, e.To, e.Index}
+	s.edgeMu.RLock()
+	n, ok := s.edgeSubjects[k]
+	s.edgeMu.RUnlock()
+	if ok {
+		return n[0], n[1]
+	}
+	id = edges.EdgeID(e)
+	subject = broker.Edge(s.cfg.SessionID, id)
+	s.edgeMu.Lock()
+	if s.edgeSubjects == nil {
+		s.edgeSubjects = map[edgeKey][2]string{}
+	}
+	s.edgeSubjects[k] = [2]string{id, subject}
+	s.edgeMu.Unlock()
+	return id, subject
+}
+
+// edgeKey is what an edge's id is made of.
+type edgeKey struct {
+	from, to string
+	index    int
+}
+
 // edgeHop sends the token on e with ctx: the firing's context, or (extra
 // names the keys it adds) a fork branch's.
 func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[string]string, bs []*pb.Branch, extra ...string) hop {
@@ -468,7 +497,8 @@ func (a *nodeActor) edgeHop(j *job, e *graph.Edge, o *nodes.Outcome, ctx map[str
 			Attrs: []*pb.KV{{Key: "generation", Value: ctx["internal.run_generation"]}}})
 	}
 	kvs, base, version := j.hopContext(ctx, whole, extra...)
-	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, edges.EdgeID(e), o, kvs, base, version, bs), ctx: ctx}
+	id, _ := a.s.edgeNames(e)
+	return hop{edge: e, to: e.To, env: a.envelope(j, e.To, id, o, kvs, base, version, bs), ctx: ctx}
 }
 
 // jump sends the token to a node's inbox with the firing's context.

@@ -49,6 +49,9 @@ func newTopology(session string, g *graph.Graph) *topology {
 // sy.<session>.dlq, and an error reply to a request (sessions that are not
 // durable; a durable session's stream acknowledges requests itself) — and
 // an envelope carrying a broker.VerdictHeader gets the session's verdict.
+// A durable session has this subscription of its own (its nodes read
+// through the stream's consumer); one that is not durable has its
+// dispatch subscription, on the same subjects, call stray.
 func (s *System) subscribeStray() error {
 	for _, pattern := range []string{broker.NodeIn(s.cfg.SessionID, "*"), broker.Edge(s.cfg.SessionID, ">")} {
 		sub, err := s.cfg.Conn.Subscribe(pattern, s.stray)

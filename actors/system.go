@@ -162,6 +162,10 @@ type System struct {
 	// ctxs holds the run context of the envelopes the firings sent, for
 	// their receivers (context.go).
 	ctxs ctxStore
+	// edgeSubjects: each edge's id and subject (edgeNames); edgeMu is a
+	// leaf lock.
+	edgeMu       sync.RWMutex
+	edgeSubjects map[edgeKey][2]string
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
@@ -265,9 +269,11 @@ func New(cfg Config) (*System, error) {
 		s.Stop()
 		return nil, err
 	}
-	if err := s.subscribeStray(); err != nil {
-		s.Stop()
-		return nil, err
+	if cfg.Consume { // not durable: dispatch is the stray watcher too
+		if err := s.subscribeStray(); err != nil {
+			s.Stop()
+			return nil, err
+		}
 	}
 	if err := cfg.Conn.Flush(); err != nil {
 		s.Stop()
@@ -407,7 +413,8 @@ func (s *System) subscribeNodes() error {
 }
 
 // dispatch hands a core NATS message to the actor of the node that reads
-// its subject; one that no node reads is the stray watcher's to refuse.
+// its subject; one that no node reads it refuses (stray), and it gives a
+// publisher that asks its verdict.
 func (s *System) dispatch(m *nats.Msg) {
 	s.dispatchMu.Lock()
 	defer s.dispatchMu.Unlock()
@@ -416,6 +423,11 @@ func (s *System) dispatch(m *nats.Msg) {
 	s.routeMu.RUnlock()
 	if ok {
 		s.deliver(r.pid, s.edgeOfSubject(m.Subject), m)
+	}
+	if !ok || (m.Header != nil && m.Header.Get(broker.VerdictHeader) != "") {
+		// This subscription is the stray watcher too (a second one on the
+		// same subjects doubled every envelope's delivery).
+		s.stray(m)
 	}
 }
 
@@ -549,10 +561,18 @@ func (s *System) Emit(ev *pb.Event) {
 // the queue.
 func (s *System) publishEvents() {
 	defer close(s.evDone)
+	subjects := map[string][2]string{} // by kind: the protobuf and JSON subjects
 	for ev := range s.evq {
 		ev.SessionId = s.cfg.SessionID
 		ev.Seq = s.seq.Add(1)
-		if subj := broker.Event(s.cfg.SessionID, ev.Kind); s.cfg.Interest == nil || s.cfg.Interest(subj) {
+		sj, ok := subjects[ev.Kind]
+		if !ok {
+			sj = [2]string{broker.Event(s.cfg.SessionID, ev.Kind), broker.JSONEvent(s.cfg.SessionID, ev.Kind)}
+			if len(subjects) < 256 {
+				subjects[ev.Kind] = sj
+			}
+		}
+		if subj := sj[0]; s.cfg.Interest == nil || s.cfg.Interest(subj) {
 			data, err := proto.Marshal(ev)
 			if err != nil {
 				s.log.Error("actors: marshal event", "err", err)
@@ -563,7 +583,7 @@ func (s *System) publishEvents() {
 			}
 		}
 		// The JSON form, for any NATS client, only when someone listens.
-		if subj := broker.JSONEvent(s.cfg.SessionID, ev.Kind); s.cfg.Interest == nil || s.cfg.Interest(subj) {
+		if subj := sj[1]; s.cfg.Interest == nil || s.cfg.Interest(subj) {
 			if data, err := EventJSON(ev); err == nil {
 				if err := s.cfg.Conn.Publish(subj, data); err != nil {
 					s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
