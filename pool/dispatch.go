@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -34,6 +35,8 @@ type Dispatcher struct {
 	// id are an earlier session's of the same id, and are purged before
 	// its first job.
 	Fresh bool
+	// Clock times the looks into the outcome stream (default: the real one).
+	Clock clock.Clock
 
 	mu     sync.Mutex
 	ready  bool                    // the streams and the graph bucket exist
@@ -222,10 +225,25 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 	if in.Emit != nil {
 		in.Emit("work.queued", map[string]any{"pool": pool, "job": job.GetId()})
 	}
+	// The outcome comes on the reply subject; one published while this
+	// owner's connection was away (its server killed: core NATS keeps
+	// nothing for it) is read from the outcome stream, looked at every
+	// OutcomePoll.
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.Real()
+	}
+	poll := clk.NewTimer(OutcomePoll)
+	defer poll.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case <-poll.C():
+			if o := d.stored(ctx, reply, job.GetId()); o != nil {
+				return o, nil
+			}
+			poll.Reset(OutcomePoll)
 		case m := <-ch:
 			out, err := DecodeEnvelope(m.Data)
 			if err != nil || out.GetId() != job.GetId() || out.GetKind() != KindOutcome {
@@ -313,6 +331,11 @@ func (d *Dispatcher) held(ctx context.Context, seq uint64) (bool, error) {
 	})
 	return held, err
 }
+
+// OutcomePoll is how often an owner waiting for a job's outcome looks for
+// it in the outcome stream: the outcome it missed while its connection was
+// away.
+const OutcomePoll = 2 * time.Second
 
 // stored is the outcome of attempt id kept on its reply subject, nil when
 // there is none (or it is not that attempt's outcome).

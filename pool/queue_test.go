@@ -2,15 +2,21 @@ package pool_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
@@ -164,4 +170,145 @@ func TestDispatchAgainAfterTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "done", o.Response)
 	require.Len(t, runs(), 4)
+}
+
+// An owner whose connection was away when its job's outcome was published
+// (core NATS does not keep the message for it) reads the outcome from the
+// outcome stream, where the worker stored it before it acknowledged the
+// job. The owner's connection goes through a proxy the test cuts.
+func TestDispatchOutcomeMissedWhileAway(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Listen("out", "adm"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g, err := graph.Parse("r.dot", []byte(`digraph R { start [shape=Mdiamond]; x [shape=parallelogram, pool=p, tool_command="echo done"]; exit [shape=Msquare]; start -> x -> exit }`))
+	require.NoError(t, err)
+	px := newProxy(t, strings.TrimPrefix(b.ClientURL(), "nats://"))
+	down, up := make(chan struct{}, 1), make(chan struct{}, 1)
+	nc, err := nats.Connect("nats://"+px.addr(), nats.Token("adm"), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { down <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { up <- struct{}{} }))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	clk := clock.NewFake(time.Now())
+	h, err := (&pool.Dispatcher{NC: nc, JS: js, Storage: b.Storage(), Clock: clk}).Handler("p")
+	require.NoError(t, err)
+
+	type result struct {
+		o   *nodes.Outcome
+		err error
+	}
+	res := make(chan result, 1)
+	queued := make(chan struct{})
+	in := &nodes.Input{SessionID: "s", Graph: g, Node: g.Node("x"), Type: "tool", Attempt: 1, AttemptID: "s/x/1/1",
+		Context: map[string]string{}, Emit: func(kind string, _ map[string]any) {
+			if kind == "work.queued" {
+				close(queued)
+			}
+		}}
+	go func() { o, err := h.Handle(ctx, in); res <- result{o, err} }()
+	<-queued
+	px.cut()
+	<-down
+	// The job runs and is acknowledged while the owner is away.
+	reg := nodes.NewRegistry()
+	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
+	wctx, wstop := context.WithCancel(ctx)
+	w := &pool.Worker{NC: b.Conn(), JS: b.JetStream(), Pool: "p", Registry: reg, WorkDir: t.TempDir()}
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wstop(); require.NoError(t, <-wdone) }()
+	st, err := b.JetStream().Stream(ctx, pool.OutcomeStream)
+	require.NoError(t, err)
+	for {
+		if _, err := st.GetLastMsgForSubject(ctx, pool.ReplySubject("s", "x", 1, 1)); err == nil {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the outcome was never stored")
+		time.Sleep(10 * time.Millisecond) // polling the stream
+	}
+	px.restore()
+	<-up
+	for {
+		clk.Advance(pool.OutcomePoll)
+		select {
+		case r := <-res:
+			require.NoError(t, r.err)
+			require.Equal(t, "done", r.o.Response)
+			return
+		case <-ctx.Done():
+			t.Fatal("the owner never took the outcome")
+		case <-time.After(50 * time.Millisecond): // the next poll
+		}
+	}
+}
+
+// proxy forwards TCP connections to a server until cut: then it closes
+// them and refuses new ones until restored.
+type proxy struct {
+	t      *testing.T
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{t: t, l: l, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { _ = l.Close(); p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *proxy) addr() string { return p.l.Addr().String() }
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, s)
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); _ = s.Close() }()
+		go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); _ = c.Close() }()
+		p.mu.Unlock()
+	}
+}
+
+// cut closes every forwarded connection and refuses new ones.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// restore forwards new connections again.
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.closed = false
+	p.mu.Unlock()
 }
