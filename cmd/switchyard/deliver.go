@@ -56,7 +56,9 @@ func (e *errRefused) Error() string { return "refused: " + e.reason }
 // same message is published again, the stream dropping a second copy by
 // its id, until retryFor has passed. A session that is not durable has no
 // stream: its verdict is the delivery. Nobody at all (no stream, no
-// session) is an error at once; each attempt waits up to wait.
+// session) is an error once it lasts nobodyFor (a server just restarted
+// does not know yet, for a moment, who listens where in its cluster);
+// each attempt waits up to wait.
 func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*delivery, error) {
 	base := nc.NewInbox()
 	replies := make(chan *nats.Msg, 16)
@@ -69,6 +71,7 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 	msg.Header.Set(broker.VerdictHeader, base+".verdict")
 	d := &delivery{}
 	var lastErr string
+	var nobodySince time.Time
 	deadline := time.Now().Add(retryFor)
 	backoff := 100 * time.Millisecond
 	for {
@@ -99,12 +102,18 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 				case base + ".ack":
 					if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 						// No stream stores the subject and no session
-						// listens on it.
-						if !d.Served {
+						// listens on it (or the server does not know yet).
+						if d.Served {
+							continue
+						}
+						if nobodySince.IsZero() {
+							nobodySince = time.Now()
+						}
+						if time.Since(nobodySince) >= nobodyFor {
 							attempt.Stop()
 							return d, errNobody
 						}
-						continue
+						break collect
 					}
 					var a pubAck
 					if err := json.Unmarshal(m.Data, &a); err != nil {
@@ -134,7 +143,7 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 		if d.Stream != "" {
 			return d, nil // stored; no process serves the session now
 		}
-		if !d.Served && lastErr == "" && d.Attempts > 1 {
+		if !d.Served && lastErr == "" && d.Attempts > 1 && nobodySince.IsZero() {
 			return d, errNobody
 		}
 		if time.Now().After(deadline) {
@@ -147,6 +156,10 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 		backoff = min(2*backoff, 2*time.Second)
 	}
 }
+
+// nobodyFor is how long "no responders" must last before pub says that
+// no session is there.
+const nobodyFor = 2 * time.Second
 
 // errNobody: no stream stored the envelope and no session took it.
 var errNobody = fmt.Errorf("nobody took the envelope")
