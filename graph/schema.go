@@ -111,6 +111,7 @@ var attrTable = []AttrSpec{
 	attr("max_in_flight", ScopeGraph, AttrInteger, "", "at most this many handlers run at once (unset: no cap)").atLeast(0),
 	attr("stall_timeout", ScopeGraph, AttrDuration, "", "stop the session when nothing happened for this long"),
 	attr("workflow_mode", ScopeGraph, AttrString, "", "a free-form mode the handlers read"),
+	attr("placement", ScopeGraph, AttrString, "", "labels the process running the session must have, k=v,... (docs/cluster.md#placement)"),
 
 	// node (spec 2.6)
 	attr("shape", scopeNode, AttrString, DefaultShape, "the handler, by the shape table"),

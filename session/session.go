@@ -152,6 +152,9 @@ type Session struct {
 	// created is set for a new durable session (a start or a fork): until
 	// it is recorded, abandon removes what it wrote.
 	created bool
+	// placed is set for a session Create recorded to run elsewhere: its
+	// Stop is no event.
+	placed bool
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -177,7 +180,23 @@ func NewID() string {
 // session was recorded (while its input is being delivered), Start still
 // returns the session: the caller sees ctx's end and stops it, and the
 // session can be resumed.
-func Start(ctx context.Context, cfg Config) (*Session, error) {
+func Start(ctx context.Context, cfg Config) (*Session, error) { return start(ctx, cfg, true) }
+
+// Create records a new durable session in the store without running it
+// here: its graph, its input (a pipeline's) and its record of itself, as
+// Start does, and then gives its lease up. The session is running for the
+// store (Running lists it), with no owner: the process that resumes it —
+// a member of the deployment placement chooses (placement.go) — runs it
+// from its start.
+func Create(ctx context.Context, cfg Config) error {
+	if !cfg.Durable {
+		return errors.New("session: only a durable session can be created to run elsewhere")
+	}
+	_, err := start(ctx, cfg, false)
+	return err
+}
+
+func start(ctx context.Context, cfg Config, run bool) (*Session, error) {
 	s, err := newSession(cfg)
 	if err != nil {
 		return nil, err
@@ -236,6 +255,13 @@ func Start(ctx context.Context, cfg Config) (*Session, error) {
 	crash.Point("create-meta")
 	s.sys.Emit(&pb.Event{Kind: "session.started", Message: cfg.Graph.Name,
 		Attrs: []*pb.KV{{Key: "goal", Value: cfg.Graph.Goal()}, {Key: "kind", Value: cfg.Graph.Kind()}}})
+	if !run {
+		// Recorded, and left to the member that resumes it: its input is
+		// in the journal, delivered by that resume.
+		s.placed = true
+		s.Stop()
+		return nil, nil
+	}
 	if env == nil {
 		return s, nil
 	}
@@ -739,6 +765,9 @@ func (s *Session) Stop() {
 			select {
 			case <-s.done:
 			default:
+				if s.placed {
+					break
+				}
 				// Watchers learn that a session that did not complete stopped.
 				s.sys.Emit(&pb.Event{Kind: "session.stopped", Message: "stopped before completing"})
 			}

@@ -127,9 +127,32 @@ func listSessions(nc *nats.Conn, denied <-chan error, wait time.Duration) ([]Ses
 			}
 			timer.Reset(200 * time.Millisecond) // more processes may answer
 		case <-timer.C:
-			return all, nil
+			return dedupeWaiting(all), nil
 		}
 	}
+}
+
+// dedupeWaiting keeps one entry per session that members list as waiting
+// (every member may list it), and none for a session a process runs.
+func dedupeWaiting(all []SessionInfo) []SessionInfo {
+	run := map[string]bool{}
+	for _, s := range all {
+		if s.Status != "waiting" {
+			run[s.ID] = true
+		}
+	}
+	out := all[:0]
+	seen := map[string]bool{}
+	for _, s := range all {
+		if s.Status == "waiting" {
+			if run[s.ID] || seen[s.ID] {
+				continue
+			}
+			seen[s.ID] = true
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // served lists the sessions served on the command's server; nil when it

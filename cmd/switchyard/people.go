@@ -270,7 +270,11 @@ func newSessionsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "SESSION\tGRAPH\tVERSION\tSTATUS\tSTARTED\tFILE")
 			for _, s := range all {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Graph, s.Version, s.Status, s.Started, s.File)
+				status := s.Status
+				if s.Waiting != "" {
+					status += " (" + s.Waiting + ")"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, s.Graph, s.Version, status, s.Started, s.File)
 			}
 			return w.Flush()
 		},

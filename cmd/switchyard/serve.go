@@ -41,6 +41,12 @@ type SessionInfo struct {
 	Version uint64 `json:"version"`
 	// Nodes are the node ids of the graph the session runs now.
 	Nodes []string `json:"nodes,omitempty"`
+	// Waiting says why nobody runs a session of the store (status
+	// "waiting"): no live member of the deployment may run it.
+	Waiting string `json:"waiting,omitempty"`
+	// Member is the deployment member that runs the session (serve
+	// --takeover or --place).
+	Member string `json:"member,omitempty"`
 }
 
 type serveFlags struct {
@@ -54,6 +60,8 @@ type serveFlags struct {
 	roles, prices                    string
 	json                             bool
 	durable, resume, all, takeover   bool
+	place                            bool
+	labels                           string
 	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
@@ -87,6 +95,12 @@ its lease.`,
 					return err
 				}
 			}
+			if _, err := session.ParseLabels(f.labels); err != nil {
+				return usageErr(fmt.Errorf("--labels: %w", err))
+			}
+			if f.place && (!f.durable || len(args) == 0) {
+				return usageErr(fmt.Errorf("--place records durable sessions of DOT files: it needs files and --durable"))
+			}
 			return checkRetain(f.retain)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -117,6 +131,8 @@ its lease.`,
 	fl.BoolVar(&f.resume, "resume", true, "on start, resume the durable sessions of these files that were running")
 	fl.IntVar(&f.replicas, "replicas", 0, "copies JetStream keeps of each session's stream, buckets and objects (3 on a cluster; default: the graph's replicas, else 1)")
 	fl.BoolVar(&f.takeover, "takeover", false, "keep watching the store and resume the sessions (of these files, or --all) whose runner died; serve with nothing to serve yet waits")
+	fl.BoolVar(&f.place, "place", false, "record the sessions of these files in the store and let the deployment's members run them (placement spreads them; this process is a member too, as with --takeover)")
+	fl.StringVar(&f.labels, "labels", "", "this member's labels, k=v,... (with --takeover or --place): a session whose graph sets placement=\"k=v,...\" runs only on members with those labels")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -198,6 +214,25 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	}
 	defer obs.close()
 	h := &host{b: b, stopped: make(chan string, 64), obs: obs}
+	// A member of the deployment (--takeover, --place) runs the sessions
+	// placement gives it (placement.go).
+	member := f.durable && (f.takeover || f.place)
+	var ms *session.Membership
+	var pl *placer
+	if member {
+		labels, _ := session.ParseLabels(f.labels)
+		self := session.Member{Labels: labels, All: f.all}
+		for _, file := range files {
+			self.Files = append(self.Files, absPath(file))
+		}
+		if ms, err = session.Join(ctx, b, self, serveClock, 0, f.replicas); err != nil {
+			return &exitError{code: 1, err: err}
+		}
+		defer ms.Leave()
+		pl = newPlacer(ms, b, h, stderr)
+		h.member = ms.ID()
+		fmt.Fprintf(stderr, "member %s of the deployment, labels %q\n", ms.ID(), session.FormatLabels(labels))
+	}
 	for i, g := range graphs {
 		id := session.NewID()
 		if len(f.ids) > 0 {
@@ -207,6 +242,18 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			ControlAnswers: true, Observer: render, Clock: serveClock, Durable: f.durable, File: absPath(files[i]), Replicas: f.replicas,
 			Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 		obs.instrument(&cfg)
+		if f.place {
+			if err := session.Create(ctx, cfg); err != nil {
+				if _, merr := session.ReadMeta(ctx, b, id); merr != nil {
+					h.stopAll()
+					return &exitError{code: 1, err: err}
+				}
+				fmt.Fprintf(stderr, "session %s is in the store already: placed as it is\n", id)
+			} else {
+				fmt.Fprintf(stderr, "placed %s as session %s\n", files[i], id)
+			}
+			continue
+		}
 		s, err := startOrResume(ctx, f, cfg, stderr)
 		if err != nil {
 			h.stopAll()
@@ -219,6 +266,10 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		fmt.Fprintf(stderr, "serving %s as session %s\n", files[i], id)
 	}
 	served := len(files)
+	if f.place {
+		served = 0
+		_ = b.Conn().Publish(PlaceSubject, nil) // the members scan now
+	}
 	if f.durable {
 		collect(ctx, b, f.retain, stderr)
 		gcTick := time.NewTicker(time.Hour)
@@ -251,15 +302,22 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		if err != nil && !quiet {
 			fmt.Fprintf(stderr, "listing the store's sessions: %v\n", err)
 		}
+		var cands []session.Meta
 		for _, m := range running {
 			if h.has(m.ID) || (!f.all && !mine[m.File]) {
 				continue
 			}
-			if quiet {
+			if quiet || member {
 				if o, err := session.ReadOwner(ctx, b, m.ID, time.Now()); err != nil || o != nil {
 					continue
 				}
 			}
+			cands = append(cands, m)
+		}
+		if member {
+			cands = pl.choose(ctx, cands)
+		}
+		for _, m := range cands {
 			g, file, err := storedGraph(ctx, b, m.ID, stderr)
 			if err != nil {
 				fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
@@ -294,12 +352,15 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			n++
 			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
 		}
+		if member {
+			ms.SetLoad(ctx, h.running())
+		}
 		return n
 	}
-	if f.durable && (f.resume || f.all || f.takeover) {
+	if f.durable && (f.resume || f.all || f.takeover || member) {
 		served += adopt(false)
 	}
-	if served == 0 && !f.takeover {
+	if served == 0 && !f.takeover && !member {
 		h.stopAll()
 		return &exitError{code: 1, err: fmt.Errorf("no session to serve")}
 	}
@@ -323,17 +384,32 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if clk == nil {
 		clk = clock.Real()
 	}
-	if f.durable && f.takeover {
+	var nudged chan *nats.Msg
+	if member {
+		nudged = make(chan *nats.Msg, 1)
+		sub, err := b.Conn().ChanSubscribe(PlaceSubject, nudged)
+		if err != nil {
+			h.stopAll()
+			return &exitError{code: 1, err: err}
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	if member {
 		scan = clk.NewTimer(session.DefaultLeaseTTL / 3)
 		defer scan.Stop()
 		rescan = scan.C()
 		fmt.Fprintln(stderr, "taking over the sessions whose runner dies")
 	}
-	for running := served; running > 0 || f.takeover; {
+	for running := served; running > 0 || member; {
 		select {
 		case id := <-h.stopped:
 			fmt.Fprintf(stderr, "session %s stopped\n", id)
 			running--
+			if member {
+				ms.SetLoad(ctx, h.running())
+			}
+		case <-nudged:
+			running += adopt(true)
 		case <-rescan:
 			running += adopt(true)
 			scan.Reset(session.DefaultLeaseTTL / 3)
@@ -363,6 +439,25 @@ type host struct {
 	subs    []*nats.Subscription
 	stopped chan string
 	obs     *observers // metrics, traces, web view (nil: none)
+	// member is this process's id in the deployment ("" when it is none);
+	// waiting the sessions it lists as waiting for a member, with the
+	// subscriptions that answer explain for them.
+	member   string
+	waiting  []SessionInfo
+	waitSubs map[string]*nats.Subscription
+}
+
+// running is how many sessions the host runs.
+func (h *host) running() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.entries {
+		if !e.stopped {
+			n++
+		}
+	}
+	return n
 }
 
 type hosted struct {
@@ -374,7 +469,7 @@ type hosted struct {
 
 func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	e := &hosted{s: s, info: SessionInfo{ID: s.ID(), Graph: g.Name, File: file, Status: "running",
-		Started: time.Now().UTC().Format(time.RFC3339)}}
+		Started: time.Now().UTC().Format(time.RFC3339), Member: h.member}}
 	e.forget = h.obs.add(s, file)
 	h.mu.Lock()
 	h.entries = append(h.entries, e)
@@ -452,6 +547,7 @@ func (h *host) listen() error {
 			}
 			list = append(list, info)
 		}
+		list = append(list, h.waiting...)
 		h.mu.Unlock()
 		data, _ := json.Marshal(list)
 		_ = broker.Respond(m, data)
@@ -500,6 +596,10 @@ func (h *host) stopAll() {
 	h.mu.Lock()
 	subs := h.subs
 	h.subs = nil
+	for _, sub := range h.waitSubs {
+		subs = append(subs, sub)
+	}
+	h.waitSubs, h.waiting = nil, nil
 	entries := append([]*hosted(nil), h.entries...)
 	h.mu.Unlock()
 	for _, s := range subs {
