@@ -77,14 +77,24 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		MaxMsgs: MaxJobs, MaxBytes: MaxJobBytes, Discard: jetstream.DiscardNew,
 		Storage: storage, Replicas: replicas,
 	}
+	scaled := false
 	if s, err := js.Stream(ctx, Stream); err == nil {
-		if s.CachedInfo().Config.Replicas > replicas {
-			cfg.Replicas = s.CachedInfo().Config.Replicas // never scale down
-		}
+		had := s.CachedInfo().Config.Replicas
+		cfg.Replicas = max(cfg.Replicas, had) // never scale down
+		scaled = cfg.Replicas > had
 		cfg.Storage = s.CachedInfo().Config.Storage
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
 		return fmt.Errorf("pool: stream %s: %w", Stream, err)
+	}
+	if scaled {
+		// Scaled up (a worker made it with fewer replicas): until its new
+		// peers are current its consumers may be reported missing, and
+		// making one fails ("insufficient resources").
+		if err := settled(ctx, s, cfg.Replicas); err != nil {
+			return err
+		}
 	}
 	out := jetstream.StreamConfig{
 		Name: OutcomeStream, Description: "switchyard: outcomes of worker jobs, the last of each attempt",
@@ -99,6 +109,34 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
 	}
 	return nil
+}
+
+// settled waits until stream s has a leader and replicas-1 current peers,
+// for up to a minute (then the caller goes on: its requests are retried).
+func settled(parent context.Context, s jetstream.Stream, replicas int) error {
+	ctx, cancel := context.WithTimeout(parent, time.Minute)
+	defer cancel()
+	for {
+		info, err := s.Info(ctx)
+		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
+			current := 0
+			for _, p := range info.Cluster.Replicas {
+				if p.Current {
+					current++
+				}
+			}
+			if current >= replicas-1 {
+				return nil
+			}
+		}
+		t := time.NewTimer(50 * time.Millisecond) // polling the stream's cluster state
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return parent.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // graphBucket opens (creating it when asked) the bucket of job graphs.
