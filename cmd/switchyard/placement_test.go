@@ -206,7 +206,7 @@ func TestPlacementSpreadsSessions(t *testing.T) {
 // TestPlacementLabels: a session whose graph sets placement="gpu=true" runs
 // only on the member with that label; one that needs a label no member has
 // waits, as `switchyard sessions` and `explain` say, until a member with it
-// joins.
+// joins: a `switchyard worker --sessions --labels zone=mars`.
 func TestPlacementLabels(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
 	url := srv.ClientURL()
@@ -256,7 +256,8 @@ func TestPlacementLabels(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "waiting (waiting for a member with labels zone=mars)")
 
-	m, _ := start(&onMars, "serve", "--all", "--takeover", "--labels", "zone=mars")
+	// A worker that also runs sessions, with the label.
+	m, _ := start(&onMars, "worker", "--sessions", "--labels", "zone=mars")
 	waitOwned(t, srv, []string{"z1"}, map[int]string{m.Process.Pid: "mars"}, 20*time.Second, all)
 	// Listed as running (once: the others' waiting entries are dropped).
 	deadline := time.Now().Add(20 * time.Second)
@@ -281,5 +282,17 @@ func waitLog(t *testing.T, log *syncBuffer, want string, d time.Duration) {
 	for !strings.Contains(log.String(), want) {
 		require.True(t, time.Now().Before(deadline), "no %q in:\n%s", want, log.String())
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPlacementFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"worker", "--nats", "nats://127.0.0.1:1", "--labels", "gpu=true"},
+		{"worker", "--nats", "nats://127.0.0.1:1", "--sessions", "--labels", "gpu"},
+		{"serve", "--all", "--takeover", "--labels", "a=b,a=c"},
+		{"serve", "--place", "--all"},
+	} {
+		code, _, errOut := cli(t, args...)
+		require.Equal(t, 2, code, "%v: %s", args, errOut)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/pool"
+	"github.com/switchyard/switchyard/session"
 )
 
 func init() { subcommands = append(subcommands, newWorkerCmd) }
@@ -26,6 +27,9 @@ type workerFlags struct {
 	concurrency int
 	ackWait     time.Duration
 	replicas    int
+	sessions    bool
+	labels      string
+	logs        string
 	workdir     string
 	provider    string
 	mock        string
@@ -57,6 +61,9 @@ the first outcome). Workers of other languages: docs/workers.md.`,
 	fl.IntVar(&f.replicas, "replicas", 1, "copies JetStream keeps of the work stream if this worker makes it (3 on a cluster, as serve --replicas)")
 	fl.DurationVar(&f.ackWait, "ack-wait", pool.DefaultAckWait, "how long a job may go unacknowledged before another worker gets it (the pool's consumer; in-progress acks every third of it)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work (default: the current directory)")
+	fl.BoolVar(&f.sessions, "sessions", false, "also run sessions: be a member of the deployment, as serve --all --takeover (placement gives it its share; needs the admin credential)")
+	fl.StringVar(&f.labels, "labels", "", "with --sessions: this member's labels, k=v,... (a graph's placement attribute asks for them)")
+	fl.StringVar(&f.logs, "logs", "", "with --sessions: root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
 	fl.StringVar(&f.mock, "mock", "", "JSON script for the mock provider")
 	fl.StringVar(&f.roles, "roles", "", "directory of agent roles (ROLE.md), added to the built-in ones")
@@ -79,6 +86,12 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	}
 	if f.ackWait < 300*time.Millisecond {
 		return usageErr(fmt.Errorf("--ack-wait %s: want 300ms or more", f.ackWait))
+	}
+	if _, err := session.ParseLabels(f.labels); err != nil {
+		return usageErr(fmt.Errorf("--labels: %w", err))
+	}
+	if (f.labels != "" || f.logs != "") && !f.sessions {
+		return usageErr(errors.New("--labels and --logs are those of a worker that runs sessions: add --sessions"))
 	}
 	providers, err := newProviders(providerFiles{mock: f.mock, roles: f.roles, prices: f.prices})
 	if err != nil {
@@ -108,8 +121,31 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	w := &pool.Worker{NC: nc, JS: js, Pool: f.pool, Concurrency: f.concurrency, AckWait: f.ackWait, Replicas: f.replicas,
 		Registry: reg, WorkDir: workdir, Log: slog.New(slog.NewTextHandler(stderr, nil))}
 	fmt.Fprintf(stderr, "worker: pool %s, %d at once, on %s\n", f.pool, f.concurrency, f.conn.url)
-	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	// With --sessions the worker is also a member of the deployment: the
+	// sessions placement gives it run here (serve --all --takeover).
+	ctx, cancel := context.WithCancel(ctx) // the first of the two to fail ends the other
+	defer cancel()
+	served := make(chan error, 1)
+	if f.sessions {
+		sf := &serveFlags{nats: f.conn.url, token: f.conn.token, user: f.conn.user, password: f.conn.password,
+			durable: true, resume: true, all: true, takeover: true, labels: f.labels, logs: f.logs,
+			workdir: f.workdir, provider: f.provider, mock: f.mock, roles: f.roles, prices: f.prices,
+			replicas: f.replicas, retain: session.DefaultRetain}
+		go func() { // ends with ctx
+			err := serve(ctx, sf, nil, io.Discard, stderr)
+			if err != nil {
+				cancel()
+			}
+			served <- err
+		}()
+	} else {
+		served <- nil
+	}
+	err = w.Run(ctx)
+	cancel()
+	serr := <-served
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return &exitError{code: 1, err: err}
 	}
-	return nil
+	return serr
 }
