@@ -283,7 +283,9 @@ type heldMsg struct {
 // on, so the server has them before it has that checkpoint.
 func (a *nodeActor) acknowledge(ids []string) {
 	for _, id := range ids {
-		a.s.consumed.add(id)
+		if a.s.cfg.Consume {
+			a.s.consumed.add(id) // read by track: durable deliveries only
+		}
 		for _, h := range a.acks[id] {
 			_ = h.msg.Ack()
 			a.unacked.remove(h.seq)

@@ -412,7 +412,10 @@ func (j *journal) apply(c *actors.Commit) {
 	}
 	if c.Status != "" {
 		j.completed = append(j.completed, c.Node)
-		if len(j.completed) > maxCompleted {
+		if len(j.completed) >= 2*maxCompleted {
+			// Trimmed once per maxCompleted firings, not at each: moving
+			// the last maxCompleted at every firing was an eighth of a
+			// reactive node's ingest.
 			j.completed = append(j.completed[:0], j.completed[len(j.completed)-maxCompleted:]...)
 		}
 		j.outcomes[c.Node] = c.Status
@@ -468,7 +471,8 @@ func (j *journal) mergeSched(snap *scheduler.Snapshot) {
 }
 
 // maxCompleted bounds the completed_nodes list of a checkpoint (the most
-// recent completions): a reactive session may run for days. Visit counts
+// recent completions; the journal holds up to twice as many between
+// trims): a reactive session may run for days. Visit counts
 // per node are kept in full.
 const maxCompleted = 1000
 
@@ -577,7 +581,7 @@ func (j *journal) snapshot() *Checkpoint {
 	}
 	cp := &Checkpoint{
 		Timestamp: stamp, SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
-		CompletedNodes: append([]string{}, j.completed...),
+		CompletedNodes: append([]string{}, j.completed[max(0, len(j.completed)-maxCompleted):]...),
 		NodeRetries:    copyMap(j.retries), Context: whole(j.cur.m),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},

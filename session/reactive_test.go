@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
@@ -137,6 +139,39 @@ func TestSessionGateRoutesByAnswer(t *testing.T) {
 // TestUnknownTargetsRefused: an envelope for a node or an edge the session
 // does not have is refused visibly: an envelope.rejected event naming what
 // exists, the envelope on sy.<session>.dlq, an error reply to a request.
+// TestVerdicts: an envelope published with a VerdictHeader gets the
+// session's verdict on the inbox it names — ok and delivered for a node's
+// subject, the reason for a subject the session does not have — from the
+// subscriptions that deliver (a session that is not durable).
+func TestVerdicts(t *testing.T) {
+	sv := serveSession(t, `digraph s { a [prompt="a"]; b [prompt="b"]; a -> b }`, nil)
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	inbox := nc.NewRespInbox()
+	verdicts, err := nc.SubscribeSync(inbox)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	publish := func(subj string) actors.Verdict {
+		t.Helper()
+		m := nats.NewMsg(subj)
+		m.Data = []byte(`{"payload":{"message":"hi"}}`)
+		m.Header.Set(broker.VerdictHeader, inbox)
+		require.NoError(t, nc.PublishMsg(m))
+		got, err := verdicts.NextMsg(20 * time.Second)
+		require.NoError(t, err)
+		var v actors.Verdict
+		require.NoError(t, json.Unmarshal(got.Data, &v))
+		return v
+	}
+	require.Equal(t, actors.Verdict{OK: true, Session: sv.s.ID()}, publish(broker.Edge(sv.s.ID(), "a.b")))
+	sv.wait("node.completed", "b")
+	v := publish(broker.NodeIn(sv.s.ID(), "ghost"))
+	require.False(t, v.OK)
+	require.Contains(t, v.Error, "no node ghost")
+	sv.wait("envelope.rejected", "")
+}
+
 func TestUnknownTargetsRefused(t *testing.T) {
 	sv := serveSession(t, `digraph s { a [prompt="a"]; b [prompt="b"]; a -> b }`, nil)
 	nc, err := sv.broker.NewConn()
