@@ -101,3 +101,40 @@ func deadPID(t *testing.T) int {
 	require.NoError(t, cmd.Run())
 	return cmd.Process.Pid
 }
+
+// Create records a pipeline without running it: the store lists it as
+// running with no owner, nothing has fired, and a Resume (the member
+// placement chose) runs it from its start, its input included.
+func TestCreateThenResume(t *testing.T) {
+	r := newRun(t)
+	g := r.load(`digraph P { start [shape=Mdiamond]; work [shape=parallelogram, tool_command="echo worked"]; exit [shape=Msquare]; start -> work -> exit }`)
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.LogsDir, cfg.Input = "placed1", true, "", "hello"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, session.Create(ctx, cfg))
+	running, err := session.Running(ctx, r.broker)
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	require.Equal(t, "placed1", running[0].ID)
+	o, err := session.ReadOwner(ctx, r.broker, "placed1", time.Now())
+	require.NoError(t, err)
+	require.Nil(t, o, "nobody runs it")
+	require.Empty(t, r.visits(), "nothing fired")
+	for _, ev := range r.events {
+		require.NotEqual(t, "session.stopped", ev.GetKind())
+	}
+
+	s, err := session.Resume(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Contains(t, rep.Node("work").Output, "worked")
+	require.Equal(t, 1, rep.Node("start").Visits, "the input, recorded by Create, fired the start node")
+	require.Equal(t, 1, rep.Node("work").Visits)
+
+	cfg.Durable = false
+	require.Error(t, session.Create(ctx, cfg), "a session that is not durable cannot run elsewhere")
+}

@@ -447,13 +447,18 @@ type host struct {
 	waitSubs map[string]*nats.Subscription
 }
 
-// running is how many sessions the host runs.
+// running is how many sessions the host runs (not stopped, not completed).
 func (h *host) running() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
 	for _, e := range h.entries {
-		if !e.stopped {
+		if e.stopped {
+			continue
+		}
+		select {
+		case <-e.s.Done():
+		default:
 			n++
 		}
 	}
