@@ -36,8 +36,10 @@
 //
 // # Session resources
 //
-// A session has a work stream SY_<session> (edges, inboxes, dead letters;
-// de-duplicated by Nats-Msg-Id), an optional bounded event stream
+// A session has a work stream SY_<session> (the inboxes and edges of its
+// graph, listed one by one up to MaxListedSubjects (Inbound, SetInbound),
+// else all of the session's; de-duplicated by Nats-Msg-Id), a bounded
+// dead-letter stream SYDLQ_<session>, an optional bounded event stream
 // SY_<session>_EVT, a KV bucket sy_kv_<session> for checkpoints and node
 // state, and an object store sy_obj_<session> for artifacts. Control
 // subjects are in no stream: they are requests answered by the running

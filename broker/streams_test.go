@@ -209,3 +209,49 @@ func TestDeleteSession(t *testing.T) {
 	_, err = js.Stream(ctx(t), broker.StreamName("s2"))
 	require.NoError(t, err, "other sessions are left alone")
 }
+
+// TestWorkStreamInbound: with Inbound, the work stream stores exactly the
+// subjects given (sorted, once each) and no other inbox or edge of the
+// session; SetInbound changes them on the existing stream, keeping the
+// messages it holds; past MaxListedSubjects the stream stores every inbox
+// and edge.
+func TestWorkStreamInbound(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	in := []string{broker.NodeIn("w", "b"), broker.Edge("w", "a.b"), broker.NodeIn("w", "a"), broker.NodeIn("w", "a")}
+	st, err := broker.EnsureSessionStream(ctx(t), js, "w", broker.MemoryStorage, broker.Inbound(in))
+	require.NoError(t, err)
+	require.Equal(t, []string{"sy.w.edge.a.b", "sy.w.node.a.in", "sy.w.node.b.in"}, st.CachedInfo().Config.Subjects)
+	stored := func(subj string) bool {
+		_, err := js.Publish(ctx(t), subj, []byte("x"))
+		if err != nil {
+			require.ErrorIs(t, err, jetstream.ErrNoStreamResponse, subj)
+		}
+		return err == nil
+	}
+	require.True(t, stored(broker.Edge("w", "a.b")))
+	require.False(t, stored(broker.NodeIn("w", "ghost")))
+	require.False(t, stored(broker.Edge("w", "b.a")))
+
+	listed, err := broker.SetInbound(ctx(t), js, "w", []string{broker.NodeIn("w", "a"), broker.NodeIn("w", "c"), broker.Edge("w", "a.c")})
+	require.NoError(t, err)
+	require.True(t, listed)
+	require.True(t, stored(broker.NodeIn("w", "c")))
+	require.False(t, stored(broker.Edge("w", "a.b")))
+	info, err := st.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), info.State.Msgs, "what it held stays")
+
+	many := make([]string, broker.MaxListedSubjects+1)
+	for i := range many {
+		many[i] = broker.NodeIn("w", fmt.Sprintf("n%d", i))
+	}
+	listed, err = broker.SetInbound(ctx(t), js, "w", many)
+	require.NoError(t, err)
+	require.False(t, listed)
+	require.True(t, stored(broker.NodeIn("w", "ghost")), "past the limit: every inbox")
+	require.True(t, stored(broker.Edge("w", "x.y.2")), "and every edge")
+
+	_, err = broker.SetInbound(ctx(t), js, "nosuch", in)
+	require.Error(t, err)
+}
