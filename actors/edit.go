@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -112,6 +113,21 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		s.Emit(&pb.Event{Kind: "session.edit_failed", Message: err.Error()})
 		return nil, err
 	}
+	// A durable session's stream stores the new subjects before anything
+	// routes to them, and the old ones until nothing routes to them.
+	topo, oldSubjects := newTopology(s.cfg.SessionID, g), s.topo.Load().subjects
+	both := maps.Clone(oldSubjects)
+	maps.Copy(both, topo.subjects)
+	if s.cfg.JetStream != nil && len(both) > len(oldSubjects) {
+		if err := s.narrowStream(both); err != nil {
+			return rollback(fmt.Errorf("actors: live edit: %w", err))
+		}
+		undo = append(undo, func() {
+			if err := s.narrowStream(oldSubjects); err != nil {
+				s.log.Error("actors: live edit: rollback", "err", err)
+			}
+		})
+	}
 	for _, id := range ed.Added {
 		// A node an earlier edit removed while it ran keeps its actor
 		// until that work is done: it cannot be added back before.
@@ -155,7 +171,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
 	}
 	s.editMu.Lock()
-	s.topo.Store(newTopology(s.cfg.SessionID, g))
+	s.topo.Store(topo)
 	s.editMu.Unlock()
 	// From here no node routes on a removed edge; what was already sent on
 	// one reaches its actor before the actor learns of the edit, and is
@@ -169,6 +185,15 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	for _, id := range ed.Removed {
 		s.dropRoutesTo(id)
 		s.wake(id, &retire{})
+	}
+	if s.cfg.JetStream != nil && len(both) > len(topo.subjects) {
+		// Nothing routes on the removed subjects any more. Should the
+		// stream keep them, what arrives there is still refused (an
+		// event and a dead letter), only acknowledged first.
+		if err := s.narrowStream(topo.subjects); err != nil {
+			s.log.Error("actors: live edit: the work stream keeps removed subjects", "err", err)
+			s.Emit(&pb.Event{Kind: "session.warning", Message: "live edit: the work stream still stores the removed inboxes and edges: " + err.Error()})
+		}
 	}
 	ed.Version = s.version.Add(1)
 	s.Emit(&pb.Event{Kind: "session.edited", Message: fmt.Sprintf("version %d: %d added, %d removed, %d changed",

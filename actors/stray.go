@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -39,6 +41,42 @@ func knownSubjects(session string, g *graph.Graph) map[string]bool {
 	return m
 }
 
+// InboundSubjects are the subjects the nodes of g receive on, sorted: their
+// inboxes and their incoming edges (the reverse edges of bidirectional
+// ones among them). A durable session's work stream stores these
+// (broker.Inbound, broker.WorkSubjects).
+func InboundSubjects(session string, g *graph.Graph) []string {
+	return sortedSubjects(knownSubjects(session, withReverseEdges(g)))
+}
+
+func sortedSubjects(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for subj := range m {
+		out = append(out, subj)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// narrowStream makes the durable session's work stream store exactly the
+// subjects its nodes receive on, when they are few enough for the stream
+// to list them (broker.WorkSubjects): a publish on any other subject of
+// the session is then stored by no stream, and the stray watcher's answer
+// is the only reply a requester gets.
+func (s *System) narrowStream(subjects map[string]bool) error {
+	if s.cfg.JetStream == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	listed, err := broker.SetInbound(ctx, s.cfg.JetStream, s.cfg.SessionID, sortedSubjects(subjects))
+	if err != nil {
+		return fmt.Errorf("actors: %w", err)
+	}
+	s.listed.Store(listed)
+	return nil
+}
+
 func newTopology(session string, g *graph.Graph) *topology {
 	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g)}
 }
@@ -46,9 +84,11 @@ func newTopology(session string, g *graph.Graph) *topology {
 // subscribeStray watches every inbound subject of the session (node
 // inboxes and edges): an envelope on a subject no node receives on is
 // refused visibly — an envelope.rejected event, the envelope on
-// sy.<session>.dlq, and an error reply to a request (sessions that are not
-// durable; a durable session's stream acknowledges requests itself) — and
-// an envelope carrying a broker.VerdictHeader gets the session's verdict.
+// sy.<session>.dlq, and a Refusal as the reply to a request (in a durable
+// session, when its work stream lists its subjects: past
+// broker.MaxListedSubjects the stream stores every inbox and edge and
+// acknowledges the request itself) — and an envelope carrying a
+// broker.VerdictHeader gets the session's verdict.
 // A durable session has this subscription of its own (its nodes read
 // through the stream's consumer); one that is not durable has its
 // dispatch subscription, on the same subjects, call stray.
@@ -88,10 +128,29 @@ func (s *System) stray(m *nats.Msg) {
 	if verdictTo != "" {
 		s.sendVerdict(verdictTo, v)
 	}
-	if m.Reply != "" && s.cfg.JetStream == nil {
-		data, _ := json.Marshal(v)
+	if m.Reply != "" && (s.cfg.JetStream == nil || s.listed.Load()) {
+		data, _ := json.Marshal(Refusal{Session: s.cfg.SessionID,
+			Error: RefusalError{Code: 404, Description: why}})
 		_ = broker.Respond(m, data)
 	}
+}
+
+// Refusal is the reply to a request (nats req, a JetStream publish) on an
+// inbox or edge the session does not have. Its error has the form of a
+// JetStream API error, so a JetStream client's publish fails with the
+// reason as its description; a plain requester reads the reason as
+// error.description.
+type Refusal struct {
+	OK      bool         `json:"ok"`
+	Session string       `json:"session"`
+	Error   RefusalError `json:"error"`
+}
+
+// RefusalError is why a Refusal refused: code 404, the reason as description.
+type RefusalError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
 }
 
 // sendVerdict publishes a verdict on an inbox the publisher chose (only

@@ -158,6 +158,10 @@ type System struct {
 	// on them, and (write) by a live edit while it swaps the graph, so no
 	// envelope is published on an edge the edit removed.
 	editMu sync.RWMutex
+	// listed: the durable session's work stream lists its nodes' inbound
+	// subjects (narrowStream); a request on another subject is refused
+	// with a reply.
+	listed atomic.Bool
 
 	// ctxs holds the run context of the envelopes the firings sent, for
 	// their receivers (context.go).
@@ -257,7 +261,9 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if cfg.Consume {
-		err = s.createConsumer()
+		if err = s.narrowStream(s.topo.Load().subjects); err == nil {
+			err = s.createConsumer()
+		}
 	} else {
 		err = s.subscribeNodes()
 	}
@@ -528,9 +534,12 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	if len(env.GetCaller()) > 0 {
 		callerHeaders(msg.Header, env.GetCaller())
 	}
-	if s.cfg.JetStream != nil {
+	if s.cfg.JetStream != nil && (!s.listed.Load() || s.topo.Load().subjects[subj]) {
 		// A server restarting is ridden through: the same id makes a
-		// repeat harmless.
+		// repeat harmless. A subject no node receives on (a pending
+		// envelope for what a live edit removed) is in no stream when
+		// the stream lists its subjects: it goes out on core NATS, where
+		// the stray watcher refuses it visibly.
 		return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 			_, err := s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
 			return err

@@ -183,7 +183,7 @@ func TestUnknownTargetsRefused(t *testing.T) {
 
 	reply, err := nc.Request(broker.NodeIn(sv.s.ID(), "ghost"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"ok":false,"session":"`+sv.s.ID()+`","error":"no node ghost in session `+sv.s.ID()+` (its nodes: a, b)"}`, string(reply.Data))
+	require.JSONEq(t, `{"ok":false,"session":"`+sv.s.ID()+`","error":{"code":404,"err_code":0,"description":"no node ghost in session `+sv.s.ID()+` (its nodes: a, b)"}}`, string(reply.Data))
 	require.Contains(t, sv.wait("envelope.rejected", "").Message, "no node ghost")
 	dead, err := dlq.NextMsg(20 * time.Second)
 	require.NoError(t, err)

@@ -558,7 +558,8 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 			s.created = true
 		}
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.Replicas(cfg.replicas())); err != nil {
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.Replicas(cfg.replicas()),
+			broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))); err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}

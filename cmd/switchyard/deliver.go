@@ -32,8 +32,11 @@ type verdictMsg struct {
 	Durable bool   `json:"durable"`
 }
 
-// pubAck is a JetStream publish acknowledgement, or its error.
+// pubAck is a JetStream publish acknowledgement, or its error — or the
+// serving session's refusal (actors.Refusal: "ok":false, the reason as the
+// error's description), when no stream stores the subject.
 type pubAck struct {
+	OK        *bool  `json:"ok"`
 	Stream    string `json:"stream"`
 	Seq       uint64 `json:"seq"`
 	Duplicate bool   `json:"duplicate"`
@@ -118,6 +121,10 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 					var a pubAck
 					if err := json.Unmarshal(m.Data, &a); err != nil {
 						continue // a verdict-style reply of a session that is not durable
+					}
+					if a.Error != nil && a.OK != nil && !*a.OK {
+						attempt.Stop()
+						return d, &errRefused{reason: a.Error.Description}
 					}
 					if a.Error != nil {
 						lastErr = a.Error.Description // the stream cannot store it now: again
