@@ -114,7 +114,11 @@ func TestRequestsOnUnknownSubjectsRefused(t *testing.T) {
 // adds, what it removes), keeps them on resume, and a failed edit leaves
 // them as they were.
 func TestWorkStreamSubjects(t *testing.T) {
-	sv := serveSession(t, refuseGraph, func(c *session.Config) { c.Durable = true })
+	var cfg session.Config
+	sv := serveSession(t, refuseGraph, func(c *session.Config) {
+		c.Durable = true
+		cfg = *c
+	})
 	id := sv.s.ID()
 	subjects := func() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -141,6 +145,28 @@ func TestWorkStreamSubjects(t *testing.T) {
 	_, _, err = sv.s.Edit("v3.dot", []byte(`digraph s { a [prompt="a"]; b [prompt="b"]; c [prompt="c"]; d [prompt="d"]; a -> b; b -> c; c -> d [delivery="bogus"] }`))
 	require.ErrorContains(t, err, "bogus")
 	require.Equal(t, want("edge.a.b", "edge.b.c", "node.a.in", "node.b.in", "node.c.in"), subjects())
+
+	// A resume sets them from the graph it runs, also over a stream that
+	// stores every inbox and edge (a store of an earlier version).
+	sv.s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = broker.SetInbound(ctx, sv.broker.JetStream(), id, nil)
+	require.NoError(t, err)
+	require.Equal(t, want("edge.>", "node.*.in"), subjects())
+	g, diags := graph.Load("v2.dot", []byte(refuseEdit), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	cfg.ID, cfg.Graph = id, g
+	s, err := session.Resume(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+	require.Equal(t, want("edge.a.b", "edge.b.c", "node.a.in", "node.b.in", "node.c.in"), subjects())
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	reply, err := nc.Request(broker.NodeIn(id, "gone"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), "no node gone in session "+id)
 }
 
 // TestWorkStreamSubjectsCluster: on a three-server cluster, a durable
