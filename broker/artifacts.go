@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -78,6 +79,66 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	}
 	return &pb.Artifact{Type: typ, Name: path.Base(name), Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
 		Size: int64(len(data))}, nil
+}
+
+// ArtifactNames are the names of the objects in the session's object
+// store (none when it has no store). It reads the store's stream state,
+// not the objects' descriptions: nats.go's ObjectStore.List waits for the
+// last description it was told of, and never returns when that one is
+// purged while it lists.
+func ArtifactNames(ctx context.Context, js jetstream.JetStream, session string) ([]string, error) {
+	bucket := ObjectsName(session)
+	st, err := js.Stream(ctx, "OBJ_"+bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("broker: artifacts of %s: %w", session, err)
+	}
+	prefix := "$O." + bucket + ".M."
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, fmt.Errorf("broker: artifacts of %s: %w", session, err)
+	}
+	names := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		name, err := base64.URLEncoding.DecodeString(strings.TrimPrefix(subj, prefix))
+		if err == nil {
+			names = append(names, string(name))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// DeleteArtifact removes the object name from the session's object store
+// altogether: its chunks and its description are purged, leaving no
+// delete marker (ObjectStore.Delete keeps one per name for good, which a
+// store deleting an object per firing would accumulate). An object that
+// does not exist is not an error.
+func DeleteArtifact(ctx context.Context, js jetstream.JetStream, session, name string) error {
+	bucket := ObjectsName(session)
+	obj, err := js.ObjectStore(ctx, bucket)
+	if err != nil {
+		return fmt.Errorf("broker: artifacts of %s: %w", session, err)
+	}
+	info, err := obj.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker: artifact %s: %w", name, err)
+	}
+	st, err := js.Stream(ctx, "OBJ_"+bucket)
+	if err != nil {
+		return fmt.Errorf("broker: artifact %s: %w", name, err)
+	}
+	for _, subj := range []string{"$O." + bucket + ".C." + info.NUID, "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))} {
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return fmt.Errorf("broker: delete artifact %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // artifactChunk is the size of an artifact's chunks (the object store's

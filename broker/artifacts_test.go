@@ -44,3 +44,42 @@ func TestArtifacts(t *testing.T) {
 	_, err := broker.GetArtifact(ctx(t), js, &pb.Artifact{Ref: "file:///tmp/x"})
 	require.ErrorContains(t, err, "not in an object store")
 }
+
+// TestDeleteArtifact: a deleted artifact leaves nothing in the store — no
+// chunk, no description, no delete marker — and the others stay readable.
+func TestDeleteArtifact(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	big := bytes.Repeat([]byte("x"), 300<<10) // three chunks
+	gone, err := broker.PutArtifact(ctx(t), js, "s1", "n/1/big", "file", big, broker.MemoryStorage)
+	require.NoError(t, err)
+	kept, err := broker.PutArtifact(ctx(t), js, "s1", "n/2/small", "file", []byte("small"), broker.MemoryStorage)
+	require.NoError(t, err)
+	require.NoError(t, broker.DeleteArtifact(ctx(t), js, "s1", "n/1/big"))
+	require.NoError(t, broker.DeleteArtifact(ctx(t), js, "s1", "n/1/big"), "deleting again is no error")
+	_, err = broker.GetArtifact(ctx(t), js, gone)
+	require.Error(t, err)
+	data, err := broker.GetArtifact(ctx(t), js, kept)
+	require.NoError(t, err)
+	require.Equal(t, "small", string(data))
+	st, err := js.Stream(ctx(t), "OBJ_"+broker.ObjectsName("s1"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), st.CachedInfo().State.Msgs, "the small object's chunk and description only")
+}
+
+// TestArtifactNames lists the objects of a session's store by name.
+func TestArtifactNames(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	names, err := broker.ArtifactNames(ctx(t), js, "s2")
+	require.NoError(t, err)
+	require.Empty(t, names, "no store yet")
+	for _, n := range []string{"b/2/response.md", "a/1/out/x.json", "inbox/e1/notes.txt"} {
+		_, err := broker.PutArtifact(ctx(t), js, "s2", n, "file", []byte(n), broker.MemoryStorage)
+		require.NoError(t, err)
+	}
+	require.NoError(t, broker.DeleteArtifact(ctx(t), js, "s2", "b/2/response.md"))
+	names, err = broker.ArtifactNames(ctx(t), js, "s2")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a/1/out/x.json", "inbox/e1/notes.txt"}, names)
+}
