@@ -7,3 +7,12 @@ func SetJournalKeep(keep int, every uint64) (restore func()) {
 	JournalKeep, compactEvery = keep, every
 	return func() { JournalKeep, compactEvery = k, e }
 }
+
+// ArtifactSweeps is how many retention sweeps of its artifacts a durable
+// session did, and how many objects they deleted.
+func ArtifactSweeps(s *Session) (sweeps, deleted int64) {
+	if s.sweep == nil {
+		return 0, 0
+	}
+	return s.sweep.sweeps.Load(), s.sweep.deleted.Load()
+}

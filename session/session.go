@@ -128,6 +128,7 @@ type Session struct {
 	// answer subscription).
 	sysLive atomic.Pointer[actors.System]
 	jr      *journal
+	sweep   *sweeper // a durable session's artifact retention
 	ctl     *ControlInterviewer
 	// registry is the handler registry, shared with child sessions.
 	registry *nodes.Registry
@@ -594,9 +595,15 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.sysLive.Store(sys)
 	s.jr.schedSnap = func() *scheduler.Snapshot { snap := sys.Scheduler().Snapshot(); return &snap }
 	s.jr.schedOf = func(node string) *scheduler.Snapshot { snap := sys.Scheduler().SnapshotOf(node); return &snap }
+	if cfg.Durable {
+		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr.pendingRefs, cfg.Logger.Warn)
+	}
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
 			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})
+		if s.sweep != nil {
+			s.sweep.committed(seq)
+		}
 	}
 	if s.lease != nil {
 		s.lease.renew(s.leaseLost)
@@ -762,6 +769,9 @@ func (s *Session) Wait(ctx context.Context) (*Report, error) {
 // checkpoint on disk stays as the last firing left it. Idempotent.
 func (s *Session) Stop() {
 	s.stopOnce.Do(func() {
+		if s.sweep != nil {
+			s.sweep.stop()
+		}
 		if s.sys != nil {
 			select {
 			case <-s.done:
