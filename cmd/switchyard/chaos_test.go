@@ -381,7 +381,7 @@ func (c *chaosRun) result() *chaosResult {
 	consumed := map[string]map[string]int{}
 	produced := map[string]int{}
 	firings := map[string]int{} // node:firing -> commits
-	var ticks []time.Time // when each committed tick fired
+	var ticks []time.Time       // when each committed tick fired
 	for _, h := range hist {
 		if h.Status == "" {
 			continue
