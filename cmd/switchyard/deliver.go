@@ -74,7 +74,7 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 	msg.Header.Set(broker.VerdictHeader, base+".verdict")
 	d := &delivery{}
 	var lastErr string
-	var nobodySince time.Time
+	var nobodySince, silentSince time.Time
 	deadline := time.Now().Add(retryFor)
 	backoff := 100 * time.Millisecond
 	for {
@@ -85,11 +85,20 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 		if err := nc.FlushTimeout(wait); err != nil && !broker.Transient(err) {
 			return d, err
 		}
-		attempt := time.NewTimer(wait)
+		// Until anything answers, the same message is published again
+		// every silentAttempt: a stream electing its leader answers nothing
+		// to the publications it gets meanwhile.
+		heard := false
+		attempt := time.NewTimer(min(wait, silentAttempt))
 	collect:
 		for {
 			select {
 			case m := <-replies:
+				if !heard {
+					heard = true
+					silentSince = time.Time{}
+					attempt.Reset(wait)
+				}
 				switch m.Subject {
 				case base + ".verdict":
 					var v verdictMsg
@@ -102,6 +111,11 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 						return d, &errRefused{reason: v.Error}
 					}
 					d.Served, d.Durable = true, v.Durable
+					if v.Durable && d.Stream == "" {
+						// Its stream acknowledges at once, or is electing
+						// a leader: published again soon.
+						attempt.Reset(silentAttempt)
+					}
 				case base + ".ack":
 					if len(m.Data) == 0 && m.Header.Get("Status") == "503" {
 						// No stream stores the subject and no session
@@ -150,8 +164,13 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 		if d.Stream != "" {
 			return d, nil // stored; no process serves the session now
 		}
-		if !d.Served && lastErr == "" && d.Attempts > 1 && nobodySince.IsZero() {
-			return d, errNobody
+		if !heard {
+			if silentSince.IsZero() {
+				silentSince = time.Now().Add(-min(wait, silentAttempt))
+			}
+			if time.Since(silentSince) >= 2*wait && !d.Served && lastErr == "" && nobodySince.IsZero() {
+				return d, errNobody // something listens, but nothing answers
+			}
 		}
 		if time.Now().After(deadline) {
 			if lastErr != "" {
@@ -159,10 +178,16 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 			}
 			return d, fmt.Errorf("not acknowledged by the session's stream in %s", retryFor)
 		}
-		time.Sleep(backoff) // between attempts of a publish that was not acknowledged
-		backoff = min(2*backoff, 2*time.Second)
+		if heard {
+			time.Sleep(backoff) // between attempts of a publish that was not acknowledged
+			backoff = min(2*backoff, 2*time.Second)
+		}
 	}
 }
+
+// silentAttempt is how long a publication nothing answers waits before it
+// is sent again.
+const silentAttempt = time.Second
 
 // nobodyFor is how long "no responders" must last before pub says that
 // no session is there.
