@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -158,6 +159,13 @@ func (h *host) setWaiting(list []SessionInfo) {
 		id := w.ID
 		sub, err := h.b.Conn().Subscribe(broker.Control(id, "explain"), func(m *nats.Msg) {
 			if broker.ServerReply(m) {
+				return
+			}
+			// Taken since this member's last scan: the session answers.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			o, err := session.ReadOwner(ctx, h.b, id, time.Now())
+			cancel()
+			if err != nil || o != nil {
 				return
 			}
 			var req actors.ExplainRequest
