@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -211,4 +212,52 @@ func TestWorkStreamSubjectsCluster(t *testing.T) {
 	ack, err := js.Publish(ctx, broker.NodeIn("c3", "c"), []byte(`{"payload":{"message":"to c"}}`))
 	require.NoError(t, err)
 	require.Equal(t, broker.StreamName("c3"), ack.Stream)
+}
+
+// TestFailedEditRestoresWorkStreamSubjects: a live edit that fails after
+// the work stream took its new subjects (it adds back a node still
+// finishing its removal) gives the stream its subjects back: a request on
+// the node's inbox is still refused.
+func TestFailedEditRestoresWorkStreamSubjects(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	block := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+	})
+	const v1 = `digraph s { kind="session"; m [prompt="m"]; x [type="block"] }`
+	sv := serveSession(t, v1, func(c *session.Config) {
+		c.Durable = true
+		c.Handlers = map[string]nodes.Handler{"block": block}
+	})
+	defer close(release)
+	id := sv.s.ID()
+	sv.pub("x", "work")
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("x never started")
+	}
+	_, diags, err := sv.s.Edit("v2.dot", []byte(`digraph s { kind="session"; m [prompt="m"] }`))
+	require.NoError(t, err, "%v", diags)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := sv.broker.JetStream().Stream(ctx, broker.StreamName(id))
+	require.NoError(t, err)
+	require.Equal(t, []string{"sy." + id + ".node.m.in"}, st.CachedInfo().Config.Subjects)
+
+	_, _, err = sv.s.Edit("v3.dot", []byte(v1))
+	require.ErrorContains(t, err, "still finishing")
+	st, err = sv.broker.JetStream().Stream(ctx, broker.StreamName(id))
+	require.NoError(t, err)
+	require.Equal(t, []string{"sy." + id + ".node.m.in"}, st.CachedInfo().Config.Subjects, "as before the failed edit")
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	reply, err := nc.Request(broker.NodeIn(id, "x"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
+	require.NoError(t, err)
+	require.Contains(t, string(reply.Data), "no node x in session "+id)
 }

@@ -85,7 +85,7 @@ nobody serves on --nats is an error ("no session S on URL").`,
 			var refused *errRefused
 			switch {
 			case errors.Is(err, errNobody):
-				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no stream stores it, no serving process answered)", args[0], c.url)}
+				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no serving process answered, and no stream stores %s: a durable session stores only its graph's inboxes and edges)", args[0], c.url, subject)}
 			case errors.As(err, &refused):
 				return &exitError{code: 1, err: refused}
 			case err != nil:

@@ -67,7 +67,31 @@ func TestPubDurable(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "(stored: SY_in #")
 	events.wait("node.completed", "a")
+	// The nats CLI on an inbox the session does not have: a request
+	// (nats req) and a JetStream publish (nats pub --jetstream) get the
+	// session's refusal with the reason, not the stream's acknowledgement.
+	name := "docs_example_client_1"
+	natsCLI := func(args ...string) *exec.Cmd {
+		return exec.Command("go", append([]string{"tool", "-modfile=../../tools/go.mod", "nats", "--server", url, "--token", "out",
+			"--connection-name", name, "--inbox-prefix", "_INBOX." + name}, args...)...)
+	}
+	reply, err := natsCLI("req", "sy.in.node.ghost.in", `{"payload":{"message":"boo"}}`).CombinedOutput()
+	require.NoError(t, err, "%s", reply)
+	t.Logf("nats req on an unknown inbox: %s", reply)
+	require.Contains(t, string(reply), `"description":"no node ghost in session in (its nodes: a)"`)
+	reply, err = natsCLI("pub", "--jetstream", "sy.in.node.ghost.in", `{"payload":{"message":"boo"}}`).CombinedOutput()
+	require.Error(t, err, "%s", reply)
+	t.Logf("nats pub --jetstream on an unknown inbox: %s", reply)
+	require.Contains(t, string(reply), "no node ghost in session in")
+	require.NotContains(t, string(reply), "SY_in")
+	events.wait("envelope.rejected", "")
 	stop()
+
+	// Nobody serves the session: what its graph does not have is stored
+	// nowhere.
+	code, _, errOut = cli(t, "pub", "in", "ghost", "boo", "--nats", url, "--token", "out", "--timeout", "500ms")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no session in on "+url+" (no serving process answered, and no stream stores sy.in.node.ghost.in")
 
 	// Nobody serves the session: the stream still acknowledges.
 	code, out, errOut = cli(t, "pub", "in", "a", "while away", "--nats", url, "--token", "out", "--timeout", "500ms")
@@ -77,11 +101,8 @@ func TestPubDurable(t *testing.T) {
 	// The nats CLI as a request gets the acknowledgement as its reply.
 	// With an outside credential a client reads replies on its private
 	// inbox only: a connection name and the inbox prefix it names.
-	name := "docs_example_client_1"
-	req := exec.Command("go", "tool", "-modfile=../../tools/go.mod", "nats", "--server", url, "--token", "out",
-		"--connection-name", name, "--inbox-prefix", "_INBOX."+name,
-		"pub", "--jetstream", "sy.in.node.a.in", `{"kind":"handoff","payload":{"message":"from nats pub"}}`, "-H", "Nats-Msg-Id:cli-1")
-	ack, err := req.CombinedOutput()
+	ack, err := natsCLI("pub", "--jetstream", "sy.in.node.a.in", `{"kind":"handoff","payload":{"message":"from nats pub"}}`,
+		"-H", "Nats-Msg-Id:cli-1").CombinedOutput()
 	require.NoError(t, err, "%s", ack)
 	t.Logf("nats pub --jetstream: %s", ack)
 	require.Contains(t, string(ack), "SY_in")
