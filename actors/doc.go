@@ -14,7 +14,14 @@
 // then publishes the next envelopes and events; it reports back to the
 // actor, which acknowledges the consumed envelopes and lets the node fire
 // again. A durable session reads all its nodes' subjects through one
-// JetStream consumer and hands each envelope to its node's mailbox.
+// JetStream consumer and hands each envelope to its node's mailbox; its work
+// stream stores exactly those subjects while there are at most
+// broker.MaxListedSubjects of them (narrowStream, at start and at every live
+// edit: what an edit adds is stored before anything routes there, what it
+// removes once nothing does, and a failed edit puts the list back). An
+// envelope on an inbox or edge no node has is refused by the stray watcher
+// (stray.go): an envelope.rejected event, a dead letter, and a Refusal as
+// the reply to a request.
 //
 // A token's run context travels as deltas (context.go): an envelope a
 // firing sends carries the keys the firing set, the envelope whose context

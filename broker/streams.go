@@ -106,6 +106,16 @@ const MaxListedSubjects = 512
 // request) is answered by the session, not acknowledged — and otherwise
 // the session's wildcards (every node inbox, every edge). listed says
 // which.
+//
+// Past the bound, refusing every request on an unknown subject would need
+// the outside subjects out of the stream altogether: outside envelopes
+// taken on core NATS by the serving session, stored by it (a JetStream
+// publish with the same message id) and answered with the stream's
+// acknowledgement or the refusal — a cost independent of the graph's size,
+// but then nothing is acknowledged while no process serves the session,
+// which durable publishers rely on. Not done: a large graph keeps the
+// wildcards, and its refusals are the event, the dead letter and the
+// verdict switchyard pub asks for.
 func WorkSubjects(session string, inbound []string) (subjects []string, listed bool) {
 	if len(inbound) == 0 || len(inbound) > MaxListedSubjects {
 		return []string{root + "." + session + ".edge.>", root + "." + session + ".node.*.in"}, false

@@ -10,4 +10,9 @@
 // The run directory (Config.LogsDir) holds manifest.json, checkpoint.json
 // (written after every node) and one directory per executed node with
 // prompt.md, response.md and status.json.
+//
+// A durable session bounds its store: the journal keeps its last
+// JournalKeep commits (and a snapshot), the work stream what is not yet
+// consumed, and the object store the artifacts of the last JournalKeep
+// commits plus any a live envelope still refers to (artifact_retention.go).
 package session
