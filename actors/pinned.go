@@ -6,17 +6,17 @@ import (
 )
 
 // pinned runs the functions handed to it one at a time, in order, on a
-// goroutine it starts when work arrives and that ends when none is left.
+// goroutine it gets when work arrives (from the System's warm pool, else a
+// new one) and gives back when none is left.
 // A node actor has two: one runs its mailbox (a protoactor Dispatcher) and
 // one runs its handler and the I/O of its firings (a node runs one at a
 // time). An idle node has no goroutine of its own: a session of 100,000
 // nodes that wait costs no stacks; a busy one keeps its goroutine (and the
 // stack it grew) for as long as work keeps coming.
 //
-// A node actor holds its two by value; spawn sets wg, which tracks the
-// goroutine while it runs.
+// A node actor holds its two by value; spawn sets pool.
 type pinned struct {
-	wg      *sync.WaitGroup
+	pool    *warmPool
 	mu      sync.Mutex
 	queue   []func() // queue[head:] waits
 	head    int
@@ -44,13 +44,13 @@ func (p *pinned) Schedule(fn func()) {
 	p.queue = append(p.queue, fn)
 	if !p.running {
 		p.running = true
-		p.wg.Add(1)
-		go p.loop()
+		p.pool.run(p)
 	}
 }
 
+// loop runs what p holds until it holds nothing (a little longer: see
+// lingerYields).
 func (p *pinned) loop() {
-	defer p.wg.Done()
 	idle := 0
 	for {
 		p.mu.Lock()
@@ -101,4 +101,69 @@ func (p *pinned) stop() {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
+}
+
+// warmPool keeps a few goroutines that ran a pinned queue, with the stacks
+// they grew, for the next queue that gets work. A chain of nodes hands
+// each firing to a queue that was idle: starting a goroutine for it, and
+// growing its stack again through the handler's frames, cost about a
+// tenth of the CPU of a hop. At most warmIdle wait (a session of idle
+// nodes still costs no goroutine per node); they end when the System
+// stops (close), and wg tracks every goroutine of the pool.
+type warmPool struct {
+	wg     *sync.WaitGroup
+	mu     sync.Mutex
+	idle   []chan *pinned // a waiting goroutine's next queue
+	closed bool
+}
+
+// warmIdle is how many goroutines of a pool may wait for work.
+const warmIdle = 8
+
+// run gives p, which has work and no goroutine, one.
+func (w *warmPool) run(p *pinned) {
+	w.mu.Lock()
+	if n := len(w.idle); n > 0 {
+		c := w.idle[n-1]
+		w.idle = w.idle[:n-1]
+		w.mu.Unlock()
+		c <- p // buffered: the goroutine takes it when it is ready
+		return
+	}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	go w.work(p)
+}
+
+// work runs queues until the pool has enough waiting or is closed.
+func (w *warmPool) work(p *pinned) {
+	defer w.wg.Done()
+	var next chan *pinned
+	for p != nil {
+		p.loop()
+		w.mu.Lock()
+		if w.closed || len(w.idle) >= warmIdle {
+			w.mu.Unlock()
+			return
+		}
+		if next == nil {
+			next = make(chan *pinned, 1)
+		}
+		w.idle = append(w.idle, next)
+		w.mu.Unlock()
+		p = <-next // nil: the pool closed
+	}
+}
+
+// close ends the goroutines that wait; the ones running end when their
+// queue is done (stop the queues first).
+func (w *warmPool) close() {
+	w.mu.Lock()
+	w.closed = true
+	idle := w.idle
+	w.idle = nil
+	w.mu.Unlock()
+	for _, c := range idle {
+		close(c)
+	}
 }

@@ -148,7 +148,8 @@ type System struct {
 	subs    []*nats.Subscription
 	stopped bool
 	wg      sync.WaitGroup
-	pinWG   sync.WaitGroup // the actors' pinned goroutines
+	pinWG   sync.WaitGroup // the actors' pinned goroutines (the warm pool's)
+	warm    warmPool
 
 	seq     atomic.Uint64 // event sequence
 	topo    atomic.Pointer[topology]
@@ -231,6 +232,7 @@ func New(cfg Config) (*System, error) {
 		ctx: ctx, cancel: cancel,
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
+	s.warm.wg = &s.pinWG
 	s.threads.seed(cfg.Threads)
 	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
 	s.version.Store(1)
@@ -382,7 +384,7 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 		return fmt.Errorf("actors: node %s: %w", n.ID, err)
 	}
 	a.firing = s.cfg.Firings[n.ID]
-	a.mailbox.wg, a.runner.wg = &s.pinWG, &s.pinWG
+	a.mailbox.pool, a.runner.pool = &s.warm, &s.warm
 	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(&a.mailbox), actor.WithMailbox(nodeMailbox)), "node-"+n.ID)
 	if err != nil {
@@ -674,6 +676,7 @@ func (s *System) Stop() {
 		a.stopPinned()
 	}
 	s.mu.Unlock()
+	s.warm.close()
 	s.pinWG.Wait()
 	s.evMu.Lock()
 	s.evClosed = true
