@@ -22,6 +22,11 @@ type pinned struct {
 	head    int
 	running bool
 	stopped bool
+	// inline: Schedule runs fn on the caller's goroutine (set by spawn
+	// while protoactor starts the actor: its Started message needs no
+	// goroutine of its own — 100,000 of them were a third of a large
+	// session's start).
+	inline bool
 }
 
 // lingerYields is how many times a pinned goroutine whose queue ran dry
@@ -39,6 +44,21 @@ func (p *pinned) Schedule(fn func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
+		return
+	}
+	if p.inline && !p.running {
+		// Anything scheduled while fn runs waits in the queue for a
+		// goroutine started as usual once fn returns.
+		p.running = true
+		p.mu.Unlock()
+		fn()
+		p.mu.Lock()
+		p.running = false
+		if p.head == len(p.queue) || p.stopped {
+			return
+		}
+		p.running = true
+		p.pool.run(p)
 		return
 	}
 	p.queue = append(p.queue, fn)
@@ -95,6 +115,14 @@ func (p *pinned) loop() {
 // Throughput is how many messages a mailbox processes before yielding
 // (actor.Dispatcher).
 func (p *pinned) Throughput() int { return 300 }
+
+// setInline makes Schedule run on its caller's goroutine (on) or on the
+// pinned goroutine again (off).
+func (p *pinned) setInline(on bool) {
+	p.mu.Lock()
+	p.inline = on
+	p.mu.Unlock()
+}
 
 // stop drops what was not started; the function running returns first.
 func (p *pinned) stop() {
