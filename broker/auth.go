@@ -37,9 +37,12 @@ var (
 // Subjects a worker (Config.WorkerToken) may use: the protocol of package
 // pool (docs/workers.md), spelled out here because broker sits below pool
 // (pool's tests check that a worker with this role serves jobs). A worker
-// may read the work stream's and the job graphs' descriptions, create and
-// read its pools' consumers (pool_<name>; every consumer of SY_WORK is a
-// pool's, and a permission cannot match part of a token), pull and acknowledge their jobs
+// may read the work stream's and the job graphs' descriptions, read its
+// pools' consumers (pool_<name>; every consumer of SY_WORK is a pool's, and
+// a permission cannot match part of a token) but not make them (a
+// consumer's configuration could filter another pool's jobs or push them
+// onto any subject: the server's deliveries are not the worker's
+// publishes; the owner makes a pool's consumer with its first job), pull and acknowledge their jobs
 // (in-progress acks too), read the graphs jobs refer to (bucket
 // sy_work_graphs), publish outcomes (syo.>, which the owner checks against
 // the attempt it waits for) and answer request-mode jobs (syr.>, one reply
@@ -52,9 +55,6 @@ var (
 		"$JS.API.STREAM.INFO.SY_WORK",
 		"$JS.API.STREAM.INFO.SYW_OUTCOMES",
 		"$JS.API.CONSUMER.INFO.SY_WORK.*",
-		"$JS.API.CONSUMER.CREATE.SY_WORK.*",
-		"$JS.API.CONSUMER.CREATE.SY_WORK.*.>",
-		"$JS.API.CONSUMER.DURABLE.CREATE.SY_WORK.*",
 		"$JS.API.CONSUMER.MSG.NEXT.SY_WORK.*",
 		"$JS.ACK.SY_WORK.>",
 		"$JS.API.STREAM.INFO.KV_sy_work_graphs",

@@ -152,11 +152,11 @@ func TestPrivateInboxName(t *testing.T) {
 }
 
 // TestWorkerPermissions: a worker (Config.WorkerToken) may pull, keep alive
-// and acknowledge its pools' jobs, publish their outcomes, answer a
+// and acknowledge its pools' jobs (from the consumer the owner made), publish their outcomes, answer a
 // request-mode job and read the graph a job names; it may not publish on a
 // session's edges, inboxes or control subjects (answer a gate, stop it),
 // read a session's stream, bucket or outcomes other than by publishing, nor
-// change the work stream.
+// change the work stream or make consumers.
 func TestWorkerPermissions(t *testing.T) {
 	b := brokertest.Start(t, brokertest.Listen("outside-secret", "admin-secret"),
 		brokertest.Configure(func(c *broker.Config) { c.WorkerToken = "worker-secret" }))
@@ -204,9 +204,6 @@ func TestWorkerPermissions(t *testing.T) {
 		require.NoError(t, wc.Publish("syo.s1.n.1.1", []byte("outcome")))
 		require.Equal(t, "outcome", string(recv(t, outcomes, 10*time.Second, "outcome").Data))
 		require.NoError(t, m.DoubleAck(ctx))
-		_, err = js.CreateOrUpdateConsumer(ctx, "SY_WORK", jetstream.ConsumerConfig{Durable: "pool_gpu",
-			FilterSubject: "syw.gpu.>", AckPolicy: jetstream.AckExplicitPolicy})
-		require.NoError(t, err, "a worker makes its pool's consumer")
 		kv, err := js.KeyValue(ctx, "sy_work_graphs")
 		require.NoError(t, err)
 		e, err := kv.Get(ctx, "g1")
@@ -235,6 +232,10 @@ func TestWorkerPermissions(t *testing.T) {
 			"$JS.API.STREAM.MSG.GET.KV_sy_kv_s1", "$KV.sy_kv_s1.journal.1",
 			"$JS.API.STREAM.DELETE.SY_WORK", "$JS.API.STREAM.UPDATE.SY_WORK", "$JS.API.STREAM.PURGE.SY_WORK",
 			"$JS.API.CONSUMER.DELETE.SY_WORK.pool_cpu", "$JS.API.CONSUMER.MSG.NEXT.SY_s1.n_a",
+			// No consumer of its own: its filter or its push subject would
+			// reach beyond the role.
+			"$JS.API.CONSUMER.CREATE.SY_WORK.pool_cpu.syw.>", "$JS.API.CONSUMER.CREATE.SY_WORK.pool_x",
+			"$JS.API.CONSUMER.DURABLE.CREATE.SY_WORK.pool_x",
 			"$JS.API.STREAM.CREATE.SY_s2",
 		} {
 			require.NoError(t, wc.Publish(subj, []byte("x")))

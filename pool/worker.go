@@ -68,7 +68,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.awaitStream(ctx); err != nil {
 		return err
 	}
-	cons, err := Consumer(ctx, w.JS, w.Pool, w.AckWait)
+	cons, err := w.awaitConsumer(ctx)
 	if err != nil {
 		return fmt.Errorf("pool %s: consumer: %w", w.Pool, err)
 	}
@@ -123,6 +123,50 @@ func (w *Worker) awaitStream(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// awaitConsumer returns the pool's consumer: as it is when it exists with
+// this worker's ack wait; else made (or updated) by the worker when its
+// credential may; else — the worker role may not make consumers: a
+// consumer's configuration could filter other pools' jobs or push them to
+// any subject — the one an owner made, whatever its ack wait, waiting for
+// the first owner that sends the pool a job to make it.
+func (w *Worker) awaitConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	ackWait := w.AckWait
+	if ackWait <= 0 {
+		ackWait = DefaultAckWait
+	}
+	said := false
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cons, err := w.JS.Consumer(lctx, Stream, ConsumerName(w.Pool))
+		if err == nil && cons.CachedInfo().Config.AckWait == ackWait {
+			cancel()
+			return cons, nil
+		}
+		if made, merr := Consumer(lctx, w.JS, w.Pool, ackWait); merr == nil {
+			cancel()
+			return made, nil
+		} else if err == nil {
+			cancel()
+			w.Log.Warn("worker: the pool's consumer keeps its ack wait (this credential may not change it)",
+				"pool", w.Pool, "ack_wait", cons.CachedInfo().Config.AckWait, "err", merr)
+			return cons, nil
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !said {
+			w.Log.Warn("worker: waiting for the pool's consumer "+ConsumerName(w.Pool)+" (the first owner that sends the pool a job makes it)", "err", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
