@@ -31,6 +31,12 @@ type Dispatcher struct {
 	JS       jetstream.JetStream
 	Storage  broker.Storage
 	Replicas int
+	// Key, when set, makes each attempt's reply subject end with a tag
+	// only holders of the key can compute (ReplyTag): a worker may publish
+	// outcomes, but cannot plant one for an attempt it was not given.
+	// Sessions set their id key, which a durable session keeps across
+	// owners.
+	Key []byte
 	// Fresh says the session is new (not resumed): outcomes kept under its
 	// id are an earlier session's of the same id, and are purged before
 	// its first job.
@@ -239,6 +245,9 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 	}
 	firing := jobFiring(in.AttemptID)
 	reply := ReplySubject(in.SessionID, in.Node.ID, firing, in.Attempt)
+	if d.Key != nil {
+		reply += "." + ReplyTag(d.Key, job.GetId())
+	}
 	// Listen before publishing: the outcome may come back at once.
 	ch := make(chan *nats.Msg, 4)
 	sub, err := d.NC.ChanSubscribe(reply, ch)

@@ -16,7 +16,9 @@
 //     payload.message = the prompt, payload.structured.messages = the inputs,
 //     metadata attempt/graph/node_type/pool), protobuf or, when the node sets
 //     work_format="json", protojson;
-//   - its header Sy-Reply names the subject the outcome goes to: an Envelope
+//   - its header Sy-Reply names the subject the outcome goes to
+//     (syo.<session>.<node>.<firing>.<attempt>.<tag>, the tag an HMAC of the
+//     attempt with the session's key: not guessable): an Envelope
 //     (kind "outcome", id = the job's id, outcome, payload.message = the
 //     response, context_updates, usage), protobuf or protojson;
 //   - long work sends in-progress acks (+WPI) before AckWait; the job is acked
@@ -31,6 +33,9 @@
 package pool
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -109,6 +114,17 @@ func ConsumerName(pool string) string { return "pool_" + pool }
 // the outcome of a job its predecessor published.
 func ReplySubject(session, node string, firing uint64, attempt int) string {
 	return fmt.Sprintf("syo.%s.%s.%d.%d", session, node, firing, attempt)
+}
+
+// ReplyTag is the last token of an attempt's reply subject when the owner
+// has a key (Dispatcher.Key): 16 hex digits of an HMAC-SHA256 of the
+// attempt id. Attempt ids are guessable; the tag is not, so an outcome
+// can only be published where the owner listens (and kept where a new
+// owner looks) by whoever was given the job.
+func ReplyTag(key []byte, attemptID string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("syo\x00" + attemptID))
+	return hex.EncodeToString(m.Sum(nil)[:8])
 }
 
 // Of is the pool a node's firings go to, "" when they run in the owner.

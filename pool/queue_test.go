@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/pool"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // On a cluster, a worker started before any session makes the work
@@ -311,4 +313,52 @@ func (p *proxy) restore() {
 	p.mu.Lock()
 	p.closed = false
 	p.mu.Unlock()
+}
+
+// A worker may publish outcomes, but not plant one for an attempt it was
+// not given: with a key, an attempt's reply subject ends with a tag only
+// the session can compute, so an outcome published in advance on the
+// guessable subject (or with another key's tag) is neither heard nor found
+// kept; the job runs. An owner with the same key (the session's next
+// owner) finds the real outcome kept.
+func TestPlantedOutcomeRefused(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	g, err := graph.Parse("r.dot", []byte(`digraph R { start [shape=Mdiamond]; x [shape=parallelogram, pool=p, tool_command="echo $SWITCHYARD_ATTEMPT_ID >> runs; echo real"]; exit [shape=Msquare]; start -> x -> exit }`))
+	require.NoError(t, err)
+	reg := nodes.NewRegistry()
+	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
+	key := []byte("0123456789abcdef0123456789abcdef")
+	in := func() *nodes.Input {
+		return &nodes.Input{SessionID: "s", Graph: g, Node: g.Node("x"), Type: "tool", Attempt: 1,
+			AttemptID: "s/x/1/1", Context: map[string]string{}}
+	}
+	// The stream exists (an earlier job of any session made it).
+	require.NoError(t, pool.EnsureStream(ctx, b.JetStream(), b.Storage(), 1))
+	forged, err := proto.Marshal(pool.ToEnvelope(&pb.Envelope{Id: "s/x/1/1", SessionId: "s", ToNode: "x"},
+		&nodes.Outcome{Status: nodes.StatusSuccess, Response: "forged"}))
+	require.NoError(t, err)
+	for _, subj := range []string{pool.ReplySubject("s", "x", 1, 1),
+		pool.ReplySubject("s", "x", 1, 1) + "." + pool.ReplyTag([]byte("another key, another session...."), "s/x/1/1")} {
+		_, err := b.JetStream().Publish(ctx, subj, forged)
+		require.NoError(t, err)
+	}
+
+	wctx, wstop := context.WithCancel(ctx)
+	w := &pool.Worker{NC: b.Conn(), JS: b.JetStream(), Pool: "p", Registry: reg, WorkDir: dir}
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wstop(); require.NoError(t, <-wdone) }()
+	for _, want := range []int{1, 1} { // the owner, then its successor
+		h, err := (&pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage(), Key: key}).Handler("p")
+		require.NoError(t, err)
+		o, err := h.Handle(ctx, in())
+		require.NoError(t, err)
+		require.Equal(t, "real", strings.TrimSpace(o.Response))
+		data, err := os.ReadFile(filepath.Join(dir, "runs"))
+		require.NoError(t, err)
+		require.Len(t, strings.Fields(string(data)), want, "the job ran once")
+	}
 }

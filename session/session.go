@@ -586,6 +586,14 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if s.ctl != nil {
 		acfg.Asking = s.ctl.Asking
 	}
+	if acfg.IDKey == nil {
+		acfg.IDKey = actors.NewIDKey()
+	}
+	if acfg.Work != nil {
+		// Outcome subjects no one outside the session can name (a durable
+		// session's key is its own and outlives its owner).
+		acfg.Work.Key = acfg.IDKey
+	}
 	sys, err := actors.New(acfg)
 	if err != nil {
 		s.closeEvents()
