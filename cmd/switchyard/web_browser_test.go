@@ -234,6 +234,16 @@ func TestWebViewTriggersAManualNode(t *testing.T) {
 		step(t, ctx, "read the table", chromedp.Text(`#nodes`, &table))
 		t.Fatalf("m is not waiting: %v\n%s", err, table)
 	}
+	// The table is updated in place: the button a person is about to click
+	// is the same element after a refresh (a replaced one loses the click).
+	var marked bool
+	step(t, ctx, "mark the Trigger button",
+		chromedp.Evaluate(`document.querySelector('tr[data-node="m"] button[data-trigger-node="m"]').dataset.mark = "kept"`, nil))
+	code, _, errOut = cli(t, "pub", "w1", "src", "another finding", "--nats", natsURL, "--token", "out")
+	require.Equal(t, 0, code, errOut)
+	step(t, ctx, "the page shows src's second run", chromedp.WaitVisible(`tr[data-node="src"][data-runs="2"]`),
+		chromedp.Evaluate(`document.querySelector('tr[data-node="m"] button[data-mark="kept"]') !== null`, &marked))
+	require.True(t, marked, "the Trigger button was replaced by a refresh")
 	step(t, ctx, "click Trigger", chromedp.Click(`tr[data-node="m"] button[data-trigger-node="m"]`))
 	sctx, cancel = context.WithTimeout(ctx, 20*time.Second)
 	// A manual node waits for its next trigger again once it ran.

@@ -215,26 +215,57 @@ async function drawGraph(v) {
   }
 }
 
+// renderNodes updates the table in place: a row, and the Trigger button in
+// it, stays the same element across refreshes, so a click that lands while
+// the page refreshes is not lost with a replaced button.
 function renderNodes(v) {
+  const body = $("#nodes tbody");
+  const have = new Map([...body.querySelectorAll("tr[data-node]")].map((tr) => [tr.dataset.node, tr]));
   const rows = v.nodes.map((n) => {
-    const actions = [];
-    if (n.manual) actions.push(el("button", { "data-trigger-node": n.id, onclick: (e) => { e.stopPropagation(); trigger(n.id); } }, "Trigger"));
-    return el("tr", { "data-node": n.id, "data-state": n.state, "data-last": n.last || "", onclick: () => selectNode(n.id), class: n.id === view.selected ? "selected" : "" },
-      el("td", {}, n.id), el("td", { class: "muted" }, n.type),
-      el("td", { class: "state state-" + n.state }, n.state), el("td", { class: "reason" }, n.reason || ""),
-      el("td", { class: "num" }, n.runs), el("td", { class: "last" }, n.last || ""), el("td", {}, usageText(n.usage)), el("td", {}, ...actions));
+    let tr = have.get(n.id);
+    if (!tr || (tr.querySelector("button[data-trigger-node]") !== null) !== !!n.manual) {
+      const actions = [];
+      if (n.manual) actions.push(el("button", { "data-trigger-node": n.id, onclick: (e) => { e.stopPropagation(); trigger(n.id); } }, "Trigger"));
+      tr = el("tr", { "data-node": n.id, onclick: () => selectNode(n.id) },
+        el("td", {}, n.id), el("td", { class: "muted" }, ""), el("td", {}, ""), el("td", { class: "reason" }, ""),
+        el("td", { class: "num" }, ""), el("td", { class: "last" }, ""), el("td", {}, ""), el("td", {}, ...actions));
+    }
+    const td = tr.children;
+    tr.dataset.state = n.state;
+    tr.dataset.last = n.last || "";
+    tr.dataset.runs = String(n.runs);
+    tr.className = n.id === view.selected ? "selected" : "";
+    td[1].textContent = n.type;
+    td[2].className = "state state-" + n.state;
+    td[2].textContent = n.state;
+    td[3].textContent = n.reason || "";
+    td[4].textContent = String(n.runs);
+    td[5].textContent = n.last || "";
+    td[6].textContent = usageText(n.usage);
+    return tr;
   });
-  $("#nodes tbody").replaceChildren(...rows);
+  const same = rows.length === body.children.length && rows.every((tr, i) => body.children[i] === tr);
+  if (!same) body.replaceChildren(...rows);
 }
 
+// renderGates keeps a gate's panel while its question stays the same: what
+// a person is typing into a free-text answer survives the refreshes.
 function renderGates(v) {
-  const gates = v.nodes.filter((n) => n.question);
-  $("#gates").replaceChildren(...gates.map((n) => el("div", { class: "gate", "data-gate": n.id },
-    el("div", { class: "q" }, `${n.id} is waiting for an answer: ${n.question.text}`),
-    ...(n.question.options && n.question.options.length ? n.question.options.map((o) => el("button", {
-      class: "primary", "data-answer-node": n.id, "data-choice": o.key, onclick: () => answer(n.id, o.key),
-    }, o.label)) : [freeAnswer(n.id)]),
-    el("span", { class: "result muted" }))));
+  const box = $("#gates");
+  const have = new Map([...box.querySelectorAll("div.gate")].map((d) => [d.dataset.gate, d]));
+  const panels = v.nodes.filter((n) => n.question).map((n) => {
+    const key = JSON.stringify([n.question.text, (n.question.options || []).map((o) => [o.key, o.label])]);
+    const old = have.get(n.id);
+    if (old && old.dataset.question === key) return old;
+    return el("div", { class: "gate", "data-gate": n.id, "data-question": key },
+      el("div", { class: "q" }, `${n.id} is waiting for an answer: ${n.question.text}`),
+      ...(n.question.options && n.question.options.length ? n.question.options.map((o) => el("button", {
+        class: "primary", "data-answer-node": n.id, "data-choice": o.key, onclick: () => answer(n.id, o.key),
+      }, o.label)) : [freeAnswer(n.id)]),
+      el("span", { class: "result muted" }));
+  });
+  const same = panels.length === box.children.length && panels.every((d, i) => box.children[i] === d);
+  if (!same) box.replaceChildren(...panels);
 }
 
 function freeAnswer(node) {
