@@ -2,11 +2,13 @@ package session
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/actors"
@@ -175,26 +177,32 @@ func (w *sweeper) liveRefs(ctx context.Context) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Read to the message after which none is pending; a fetch that gets
+	// nothing before then leaves the references unknown, and nothing is
+	// deleted.
 	for {
 		batch, err := cons.FetchNoWait(256)
 		if err != nil {
 			return nil, err
 		}
-		n, last := 0, uint64(0)
+		n, done := 0, false
 		for m := range batch.Messages() {
 			n++
-			if md, err := m.Metadata(); err == nil {
-				last = md.Sequence.Stream
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				done = true
 			}
 			if env, err := actors.DecodeEnvelope(m.Data()); err == nil {
 				addRefs(live, w.session, env)
 			}
 		}
-		if err := batch.Error(); err != nil {
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return nil, err
 		}
-		if last >= state.LastSeq || n == 0 {
+		if done {
 			return live, nil
+		}
+		if n == 0 {
+			return nil, errors.New("session: artifact retention: the work stream could not be read to its end")
 		}
 	}
 }
