@@ -177,3 +177,53 @@ func TestContextDeltaAfterRestart(t *testing.T) {
 	require.Equal(t, "yes", cp.Context["seen.b"], "the journal's last context is whole")
 	require.Equal(t, "exit", cp.Context["current_node"])
 }
+
+// TestContextBaseOnlyFromTheRuntime: an outside envelope's context is its
+// whole context — a base and version it names are not obeyed (it cannot
+// take another token's context, nor fail its own) — and the runtime's own
+// envelope whose base is found nowhere is refused with the reason, its
+// node not run.
+func TestContextBaseOnlyFromTheRuntime(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]map[string]string{}
+	h := nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		c := map[string]string{}
+		for k, v := range in.Context {
+			c[k] = v
+		}
+		mu.Lock()
+		got[in.Node.ID] = append(got[in.Node.ID], c)
+		mu.Unlock()
+		return &nodes.Outcome{Status: nodes.StatusSuccess, ContextUpdates: map[string]string{"by." + in.Node.ID: "1"}}, nil
+	})
+	sv := serveSession(t, `digraph s { a [type="test.ctx"]; b [type="test.ctx"]; a -> b }`, func(c *session.Config) {
+		c.Handlers = map[string]nodes.Handler{"test.ctx": h}
+	})
+
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	outside := &pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "hi"},
+		ContextBase: "some-envelope", ContextVersion: 9,
+		Context: []*pb.KV{{Key: "given", Value: "yes"}, {Key: "internal.outcome.a", Value: "fail"}}}
+	data, err := proto.Marshal(outside)
+	require.NoError(t, err)
+	require.NoError(t, nc.Publish(broker.NodeIn(sv.s.ID(), "a"), data))
+	sv.wait("node.completed", "b")
+	mu.Lock()
+	require.Len(t, got["a"], 1)
+	require.Equal(t, "yes", got["a"][0]["given"], "the outside context is the whole context")
+	require.NotContains(t, got["a"][0], "internal.outcome.a", "engine keys are dropped")
+	require.Equal(t, "yes", got["b"][0]["given"])
+	require.Equal(t, "1", got["b"][0]["by.a"])
+	mu.Unlock()
+
+	own := &pb.Envelope{Id: sv.s.ID() + ".lost", Kind: "handoff", ToNode: "b", Payload: &pb.Payload{Message: "x"},
+		ContextBase: sv.s.ID() + ".nowhere", ContextVersion: 3, Context: []*pb.KV{{Key: "k", Value: "v"}}}
+	require.NoError(t, sv.s.System().Send(context.Background(), broker.NodeIn(sv.s.ID(), "b"), own))
+	ev := sv.wait("node.refused", "b")
+	require.Contains(t, ev.Message, "run context not resolvable")
+	mu.Lock()
+	require.Len(t, got["b"], 1, "b did not run on a context it could not resolve")
+	mu.Unlock()
+}
