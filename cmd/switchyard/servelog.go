@@ -58,6 +58,8 @@ func liveLine(ev *pb.Event) string {
 		return "stopped"
 	case k == "session.edited":
 		return "edited: " + firstLine(ev.GetMessage())
+	case k == "session.warning":
+		return "warning: " + firstLine(ev.GetMessage())
 	case k == "node.completed":
 		s := fmt.Sprintf("%-20s %-16s %s", node, ev.GetStatus(), (time.Duration(ev.GetDurationMs()) * time.Millisecond).String())
 		if m := firstLine(ev.GetMessage()); m != "" {
