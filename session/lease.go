@@ -23,11 +23,17 @@ import (
 // session. The owner renews the lease every third of its TTL, each renewal
 // conditional on the revision it wrote last (an update that finds another
 // revision means the session was taken over: the owner stops it). Another
-// process may take the session over only when the lease has expired (on
-// the taker's clock), or at once when the lease names a process of the
-// same host that no longer exists (a crashed owner). The TTL is recorded
-// in the entry and judged on the session's clock (clock.Clock), so tests
-// drive it, and hosts are expected to keep their clocks in sync (NTP).
+// process may take the session over at once when the lease names a process
+// of the same host that no longer exists (a crashed owner). A lease of
+// another host is taken over only when both hold: its expiry, written on
+// the owner's clock, has passed on the taker's, and the taker itself has
+// seen the entry's revision unchanged for two thirds of the TTL on its own
+// clock (two renewals missed). The second rule does not depend on the
+// hosts' clocks agreeing: a taker whose clock runs ahead of the owner's
+// sees the owner's renewals move the revision and leaves the session alone
+// (as Kubernetes' leader election judges a lease by when it observed it).
+// A dead owner is taken over at most the TTL after its last renewal. Both
+// clocks are the session's (clock.Clock), so tests drive them.
 //
 // The lease decides who may start; the journal's fence makes sure that an
 // ex-owner cannot write: the new owner writes its mark into the session's
@@ -51,6 +57,9 @@ type Owner struct {
 	Since   time.Time `json:"since"`
 	Expires time.Time `json:"expires"`
 	Token   string    `json:"token"`
+	// TTL is the lease's time to live (0 in entries of older versions:
+	// DefaultLeaseTTL).
+	TTL time.Duration `json:"ttl,omitempty"`
 }
 
 // HeldError is returned when another live process runs the session.
@@ -107,22 +116,58 @@ func newToken() string {
 // live holds the tokens of the leases this process holds now.
 var live sync.Map
 
-// expired reports whether o no longer holds its session at now: its TTL
-// has passed, or it names a process of this host that is gone, or a lease
-// of this process that was given up (a session stopped while the server
-// was away could not remove its entry).
-func (o Owner) expired(now time.Time) bool {
+// expired reports whether o, the entry of session id at revision rev, no
+// longer holds its session at now: its TTL has passed (for an owner of
+// another host, also as this process saw it: stale), or it names a
+// process of this host that is gone, or a lease of this process that was
+// given up (a session stopped while the server was away could not remove
+// its entry).
+func (o Owner) expired(id string, rev uint64, now time.Time) bool {
+	if o.Host != hostName {
+		seen := observe(id, rev, now)
+		return !now.Before(o.Expires) && seen >= o.staleAfter()
+	}
 	if !now.Before(o.Expires) {
 		return true
-	}
-	if o.Host != hostName {
-		return false
 	}
 	if o.PID == os.Getpid() {
 		_, ok := live.Load(o.Token)
 		return !ok
 	}
 	return !processAlive(o.PID)
+}
+
+// staleAfter is how long a taker must see o's entry unchanged before it
+// may take the session from another host: two renewals missed.
+func (o Owner) staleAfter() time.Duration {
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = DefaultLeaseTTL
+	}
+	return ttl * 2 / 3
+}
+
+// observation is the revision of a session's lease entry this process
+// last read, and when (on the clock of the read) it first saw it.
+type observation struct {
+	rev uint64
+	at  time.Time
+}
+
+// observed holds an observation per session id whose lease another host
+// holds (one entry per such session of the store).
+var observed sync.Map
+
+// observe records that the lease entry of session id is at revision rev
+// at now, and returns how long this process has seen that revision.
+func observe(id string, rev uint64, now time.Time) time.Duration {
+	if v, ok := observed.Load(id); ok {
+		if o := v.(observation); o.rev == rev && !now.Before(o.at) {
+			return now.Sub(o.at)
+		}
+	}
+	observed.Store(id, observation{rev: rev, at: now})
+	return 0
 }
 
 // ReadOwner returns the holder of session id's lease, nil when nobody
@@ -143,7 +188,7 @@ func ReadOwner(ctx context.Context, b *broker.Broker, id string, now time.Time) 
 		return nil, err
 	}
 	o := &Owner{}
-	if err := json.Unmarshal(e.Value(), o); err != nil || o.expired(now) {
+	if err := json.Unmarshal(e.Value(), o); err != nil || o.expired(id, e.Revision(), now) {
 		return nil, nil
 	}
 	return o, nil
@@ -161,7 +206,7 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 	}
 	now := clk.Now()
 	l := &lease{kv: kv, id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
-		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken()}}
+		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken(), TTL: ttl}}
 	data, _ := json.Marshal(l.owner)
 	for range 5 { // lost races with other takers start over
 		rev, err := kv.Create(ctx, id, data)
@@ -181,8 +226,24 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
 		}
 		held := Owner{}
-		if json.Unmarshal(e.Value(), &held) == nil && !held.expired(clk.Now()) {
-			return nil, &HeldError{Session: id, Owner: held}
+		if json.Unmarshal(e.Value(), &held) == nil && !held.expired(id, e.Revision(), clk.Now()) {
+			if held.Host == hostName || clk.Now().Before(held.Expires) {
+				return nil, &HeldError{Session: id, Owner: held}
+			}
+			// Expired by the owner's word, not yet seen stale here.
+			moved, err := waitStale(ctx, kv, id, e.Revision(), held, clk)
+			if err != nil {
+				return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+			}
+			if moved {
+				// Renewed by its owner: held. Released or taken by
+				// another: judged again.
+				var cur Owner
+				if e, err := kv.Get(ctx, id); err == nil && json.Unmarshal(e.Value(), &cur) == nil && cur.Token == held.Token {
+					return nil, &HeldError{Session: id, Owner: cur}
+				}
+				continue
+			}
 		}
 		rev, err = kv.Update(ctx, id, data, e.Revision())
 		if err == nil {
@@ -195,6 +256,37 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 		}
 	}
 	return nil, fmt.Errorf("session: lease of %s: contended", id)
+}
+
+// waitStale watches the lease entry of session id, at revision rev and
+// held by another host's owner, until this process has seen it unchanged
+// for owner.staleAfter() (moved false: it may be taken at rev), or until
+// it moves (moved true: renewed, released or taken by someone else).
+func waitStale(ctx context.Context, kv jetstream.KeyValue, id string, rev uint64, owner Owner, clk clock.Clock) (moved bool, err error) {
+	need := owner.staleAfter()
+	for {
+		seen := observe(id, rev, clk.Now())
+		if seen >= need {
+			return false, nil
+		}
+		t := clk.NewTimer(min(need-seen, need/8))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		case <-t.C():
+		}
+		e, err := kv.Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if e.Revision() != rev {
+			return true, nil
+		}
+	}
 }
 
 // renew starts renewing the lease every third of its TTL; lost is called

@@ -79,9 +79,12 @@ func TestLeaseTakeoverAfterTTL(t *testing.T) {
 	_, err = session.Resume(ctx, cfg)
 	require.EqualError(t, err, "session crashed is served by elsewhere pid 42 since 2026-11-23T12:00:00Z")
 
+	// Expired by the owner's word: the taker still watches the entry for
+	// two thirds of the TTL on its own clock (it first read it at 9 s).
 	clk.Advance(time.Second)
-	s2, err := session.Resume(ctx, cfg)
+	s2, err := resumeAdvancing(t, clk, cfg)
 	require.NoError(t, err, "the lease expired: the session is taken over")
+	require.GreaterOrEqual(t, clk.Now().Sub(start.Add(9*time.Second)), 10*time.Second*2/3, "taken only once seen stale")
 	o, err := session.ReadOwner(ctx, r.broker, "crashed", clk.Now())
 	require.NoError(t, err)
 	require.Equal(t, os.Getpid(), o.PID)
@@ -172,4 +175,90 @@ func TestLeaseRenewalSurvivesALostReply(t *testing.T) {
 		}
 	}
 	require.Nil(t, r.event("session.lease_lost", ""))
+}
+
+// resumeAdvancing resumes cfg's session while advancing clk a second at a
+// time whenever the resume waits on it, and returns what Resume did.
+func resumeAdvancing(t *testing.T, clk *clock.Fake, cfg session.Config) (*session.Session, error) {
+	t.Helper()
+	type result struct {
+		s   *session.Session
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := session.Resume(context.Background(), cfg)
+		done <- result{s, err}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case r := <-done:
+			return r.s, r.err
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "resume never returned")
+		if clk.Pending() > 0 {
+			clk.Advance(time.Second)
+		} else {
+			time.Sleep(time.Millisecond) // polling for the resume's timer, not synchronising work
+		}
+	}
+}
+
+// A taker whose clock runs ahead of a live owner's on another host sees
+// the owner's expiry pass, but also its renewals move the entry: it
+// leaves the session to its owner.
+func TestLeaseSkewedClockLeavesALiveOwner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	cfg := r.config(r.load(leaseGraph))
+	cfg.ID, cfg.Durable, cfg.LogsDir = "skewed", true, ""
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	s.Stop()
+
+	// The owner's clock is a minute behind the taker's: every entry it
+	// writes has expired on the taker's clock.
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	kv, err := broker.Leases(ctx, r.broker.JetStream(), r.broker.Storage())
+	require.NoError(t, err)
+	renew := func(at time.Time) {
+		data, _ := json.Marshal(session.Owner{Host: "elsewhere", PID: 42, Since: start, Expires: at.Add(10 * time.Second), Token: "t", TTL: 10 * time.Second})
+		_, err := kv.Put(ctx, "skewed", data)
+		require.NoError(t, err)
+	}
+	renew(start)
+	clk := clock.NewFake(start.Add(time.Minute))
+	cfg.Clock = clk
+
+	type result struct {
+		s   *session.Session
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := session.Resume(ctx, cfg)
+		done <- result{s, err}
+	}()
+	// The owner renews while the taker watches.
+	require.Eventually(t, func() bool { return clk.Pending() > 0 }, 20*time.Second, time.Millisecond, "the taker never waited")
+	renew(start.Add(3 * time.Second))
+	clk.Advance(2 * time.Second)
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		t.Fatal("resume never returned")
+	}
+	if res.s != nil {
+		res.s.Stop()
+	}
+	require.EqualError(t, res.err, "session skewed is served by elsewhere pid 42 since 2026-11-23T12:00:00Z")
+
+	// When the renewals stop, the same taker takes it over.
+	s2, err := resumeAdvancing(t, clk, cfg)
+	require.NoError(t, err)
+	s2.Stop()
 }
