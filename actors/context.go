@@ -42,8 +42,13 @@ var ErrContext = errors.New("actors: run context not resolvable")
 type ContextSource func(envID string) (ctx map[string]string, version uint64, ok bool)
 
 // maxHeldContexts bounds the context store: beyond it an entry is evicted
-// (its envelope then resolves through the journal, or is refused).
-const maxHeldContexts = 1 << 16
+// (its envelope then resolves through the journal, or is refused). An
+// entry lives from its envelope's publication until its receiver fires
+// with it (or drops it: superseded, refused, removed by an edit), so the
+// store holds about what the envelopes waiting in the nodes' buffers held
+// when each carried its whole context; the bound is for what no node ever
+// takes, far above a backlog that a session would otherwise keep.
+var maxHeldContexts = 1 << 20
 
 // ctxEntry is the context an envelope carries, held for its receiver.
 type ctxEntry struct {
@@ -60,7 +65,9 @@ type ctxStore struct {
 	evicted uint64
 }
 
-func (s *ctxStore) put(id string, e ctxEntry) {
+// put holds e for envelope id; it reports whether an entry was evicted
+// for it (the count of evictions so far, 0 when none was).
+func (s *ctxStore) put(id string, e ctxEntry) (evicted uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -70,10 +77,12 @@ func (s *ctxStore) put(id string, e ctxEntry) {
 		for k := range s.m { // any one: its envelope resolves through the journal
 			delete(s.m, k)
 			s.evicted++
+			evicted = s.evicted
 			break
 		}
 	}
 	s.m[id] = e
+	return evicted
 }
 
 // take removes and returns the context held for envelope id.
@@ -213,7 +222,7 @@ func (a *nodeActor) holdContexts(hops []hop) {
 		p := reflect.ValueOf(h.ctx).UnsafePointer()
 		if !slices.Contains(held, p) {
 			held = append(held, p)
-			a.s.ctxs.put(h.env.GetId(), ctxEntry{m: h.ctx, owned: true, version: h.env.GetContextVersion()})
+			a.noteEvicted(a.s.ctxs.put(h.env.GetId(), ctxEntry{m: h.ctx, owned: true, version: h.env.GetContextVersion()}))
 			continue
 		}
 		if shared == nil {
@@ -224,6 +233,15 @@ func (a *nodeActor) holdContexts(hops []hop) {
 			c = maps.Clone(h.ctx)
 			shared[p] = c
 		}
-		a.s.ctxs.put(h.env.GetId(), ctxEntry{m: c, version: h.env.GetContextVersion()})
+		a.noteEvicted(a.s.ctxs.put(h.env.GetId(), ctxEntry{m: c, version: h.env.GetContextVersion()}))
+	}
+}
+
+// noteEvicted logs the store's evictions (a fault: contexts no node took
+// piled up), the first and then one in 1,024.
+func (a *nodeActor) noteEvicted(n uint64) {
+	if n == 1 || (n > 0 && n%1024 == 0) {
+		a.s.log.Warn("actors: run contexts evicted from the store: their envelopes resolve through the journal or are refused",
+			"evicted", n, "held", maxHeldContexts)
 	}
 }

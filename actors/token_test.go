@@ -96,3 +96,20 @@ func TestResolveContext(t *testing.T) {
 		require.Contains(t, err.Error(), "s.base")
 	})
 }
+
+// TestContextStoreBound: past its bound the store evicts an entry for each
+// one it takes and counts them; take and drop forget entries.
+func TestContextStoreBound(t *testing.T) {
+	defer func(n int) { maxHeldContexts = n }(maxHeldContexts)
+	maxHeldContexts = 2
+	var s ctxStore
+	require.Zero(t, s.put("a", ctxEntry{}))
+	require.Zero(t, s.put("b", ctxEntry{}))
+	require.Zero(t, s.put("b", ctxEntry{version: 2}), "replacing is not growing")
+	require.EqualValues(t, 1, s.put("c", ctxEntry{}))
+	require.Equal(t, 2, s.len())
+	_, ok := s.take("c")
+	require.True(t, ok)
+	s.drop([]*pb.Envelope{{Id: "a"}, {Id: "b"}})
+	require.Zero(t, s.len())
+}
