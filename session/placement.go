@@ -201,7 +201,12 @@ func Join(ctx context.Context, b *broker.Broker, self Member, clk clock.Clock, t
 	if ttl <= 0 {
 		ttl = DefaultMemberTTL
 	}
-	kv, err := broker.Members(ctx, b.JetStream(), b.Storage(), broker.Replicas(replicas))
+	var kv jetstream.KeyValue
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error { // a cluster electing leaders
+		var err error
+		kv, err = broker.Members(ctx, b.JetStream(), b.Storage(), broker.Replicas(replicas))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("session: members: %w", err)
 	}
@@ -215,7 +220,9 @@ func Join(ctx context.Context, b *broker.Broker, self Member, clk clock.Clock, t
 		self.ID = fmt.Sprintf("%s-%d-%s", memberToken(self.Host), self.PID, newToken()[:6])
 	}
 	m := &Membership{kv: kv, clk: clk, ttl: ttl, self: self, stop: make(chan struct{}), done: make(chan struct{})}
-	if err := m.put(ctx); err != nil {
+	// Retried: a bucket just made on a cluster may not answer while its
+	// leader is elected.
+	if err := broker.Retry(ctx, 5*time.Second, m.put); err != nil {
 		return nil, err
 	}
 	go m.renew() // owned by m: Leave stops it
