@@ -301,6 +301,14 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
 	j.fileMu.Lock()
 	defer j.fileMu.Unlock()
 	if seq <= j.fileSeq {
+		// A later checkpoint, which holds these firings too, was written
+		// (the session's end, while the writer held this one): they were
+		// saved by it.
+		if j.onSaved != nil {
+			for _, n := range nodes {
+				j.onSaved(j.fileSeq, n)
+			}
+		}
 		return nil
 	}
 	j.fileSeq = seq
