@@ -293,7 +293,7 @@ func (j *journal) putLocked(ctx context.Context, key string, data []byte) error 
 			return err
 		}
 	}
-	return ErrLeaseLost
+	return fmt.Errorf("%w (5 fenced writes refused in a row)", ErrLeaseLost)
 }
 
 // refence reads the bucket's last sequence and adopts it if this owner's
@@ -315,18 +315,23 @@ func (j *journal) refence(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var e jetstream.KeyValueEntry
+	// The mark as the bucket's leader has it (not a replica's, maybe stale).
+	var mark []byte
+	var rev uint64
 	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		var err error
-		e, err = j.kv.Get(ctx, ownerKey)
+		mark, rev, err = lastFromLeader(ctx, j.js, "KV_"+j.kv.Bucket(), "$KV."+j.kv.Bucket()+"."+ownerKey)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	o := Owner{}
-	if json.Unmarshal(e.Value(), &o) != nil || o.Token != j.token || e.Revision() > last {
-		return ErrLeaseLost
+	if json.Unmarshal(mark, &o) != nil || o.Token != j.token {
+		return fmt.Errorf("%w (its mark is %s pid %d's)", ErrLeaseLost, o.Host, o.PID)
+	}
+	if rev > last {
+		return fmt.Errorf("%w (its mark, revision %d, is past the bucket's last sequence %d)", ErrLeaseLost, rev, last)
 	}
 	j.fence = last
 	return nil

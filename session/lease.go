@@ -80,6 +80,7 @@ var ErrLeaseLost = errors.New("session: lease lost: another process runs this se
 // lease is a held session lease and its renewal.
 type lease struct {
 	kv  jetstream.KeyValue
+	js  jetstream.JetStream
 	id  string
 	clk clock.Clock
 	ttl time.Duration
@@ -205,7 +206,7 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 		return nil, fmt.Errorf("session: lease: %w", err)
 	}
 	now := clk.Now()
-	l := &lease{kv: kv, id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
+	l := &lease{kv: kv, js: b.JetStream(), id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
 		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken(), TTL: ttl}}
 	data, _ := json.Marshal(l.owner)
 	for range 5 { // lost races with other takers start over
@@ -328,19 +329,20 @@ func (l *lease) renewOnce() error {
 		// timed out on a loaded machine) may have been written all the same:
 		// the entry is still this process's when it carries its token, and
 		// the renewal is made again after that revision. Another token is a
-		// taker's.
-		var e jetstream.KeyValueEntry
-		if e, err = l.kv.Get(ctx, l.id); err != nil {
-			if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// taker's. The entry is read from the bucket's leader: a replica
+		// not caught up (a server just restarted) may answer an older one.
+		entry, seq, gerr := lastFromLeader(ctx, l.js, "KV_"+l.kv.Bucket(), "$KV."+l.kv.Bucket()+"."+l.id)
+		if gerr != nil {
+			if errors.Is(gerr, jetstream.ErrKeyNotFound) {
 				return ErrLeaseLost
 			}
-			return err // unknown: tried again at the next renewal
+			return gerr // unknown: tried again at the next renewal
 		}
 		var cur Owner
-		if json.Unmarshal(e.Value(), &cur) != nil || cur.Token != l.owner.Token {
+		if json.Unmarshal(entry, &cur) != nil || cur.Token != l.owner.Token {
 			return ErrLeaseLost
 		}
-		rev, err = l.kv.Update(ctx, l.id, data, e.Revision())
+		rev, err = l.kv.Update(ctx, l.id, data, seq)
 	}
 	switch {
 	case err == nil:
