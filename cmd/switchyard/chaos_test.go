@@ -273,11 +273,17 @@ var killServer = disruption{name: "kill-server", do: func(c *chaosRun) string {
 // restartServer stops the server holding the leader of the session's
 // stream and starts it again on its store.
 var restartServer = disruption{name: "restart-server", do: func(c *chaosRun) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := c.rig.b.JetStream().Stream(ctx, broker.StreamName(c.id))
-	require.NoError(c.t, err)
-	leader := st.CachedInfo().Cluster.Leader
+	// (A server just back may leave the stream without a leader a moment.)
+	leader := ""
+	c.rig.waitFor(c.t, "the session stream's leader", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := c.rig.b.JetStream().Stream(ctx, broker.StreamName(c.id))
+		if err == nil && st.CachedInfo().Cluster != nil {
+			leader = st.CachedInfo().Cluster.Leader
+		}
+		return leader != ""
+	})
 	victim := c.rig.cl.Index(leader)
 	require.GreaterOrEqual(c.t, victim, 0, leader)
 	at := time.Now()
@@ -331,8 +337,11 @@ func (r *chaosRig) run(t *testing.T, id string, perBatch int, disrupts ...disrup
 		floor := c.next - perBatch
 		r.waitFor(t, "work firings before "+d.name, 60*time.Second, func() bool { return r.visits(id, "work") > floor })
 		what := d.do(c)
-		t.Logf("%s: %s", d.name, what)
+		slowest := c.maxPub
+		c.maxPub = 0
 		c.publish(perBatch)
+		t.Logf("%s: %s; the slowest pub of the next batch %v", d.name, what, c.maxPub.Round(time.Millisecond))
+		c.maxPub = max(c.maxPub, slowest)
 		if d.heal != nil {
 			d.heal(c)
 		}
