@@ -689,7 +689,7 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext
 		j.branches = cloneBranches(bs)
 	}
 	j.ctx["current_node"] = a.node.ID
-	j.changed = append(j.changed, "current_node")
+	j.changed = append(make([]string, 0, 8), "current_node")
 	a.s.threads.fill(j.ctx, &j.changed)
 	msgs := make([]nodes.Message, len(batch))
 	for i, env := range batch {

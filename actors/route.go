@@ -86,21 +86,27 @@ func (a *nodeActor) finish(m *runDone) bool {
 	a.s.editMu.RLock()
 
 	// Context: the handler's updates, then the engine's keys (spec 3.2 step 4).
-	updates := make(map[string]string, len(o.ContextUpdates)+4)
-	for k, v := range o.ContextUpdates {
-		updates[k] = v
+	var updates map[string]string // for the branch stack, when the token is in one
+	if len(bs) > 0 {
+		updates = make(map[string]string, len(o.ContextUpdates)+4)
 	}
-	if o.Status != nodes.StatusSkipped {
-		updates["outcome"] = string(o.Status)
-		if o.PreferredLabel != "" {
-			updates["preferred_label"] = o.PreferredLabel
-		}
-		updates["internal.outcome."+a.node.ID] = string(o.Status)
-		updates["internal.retry_count."+a.node.ID] = strconv.Itoa(j.attempts - 1)
-	}
-	for k, v := range updates {
+	set := func(k, v string) {
 		ctx[k] = v
 		job.changed = append(job.changed, k)
+		if updates != nil {
+			updates[k] = v
+		}
+	}
+	for k, v := range o.ContextUpdates {
+		set(k, v)
+	}
+	if o.Status != nodes.StatusSkipped {
+		set("outcome", string(o.Status))
+		if o.PreferredLabel != "" {
+			set("preferred_label", o.PreferredLabel)
+		}
+		set("internal.outcome."+a.node.ID, string(o.Status))
+		set("internal.retry_count."+a.node.ID, strconv.Itoa(j.attempts-1))
 	}
 	recordUpdates(bs, updates)
 
