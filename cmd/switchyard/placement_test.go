@@ -329,6 +329,7 @@ func TestPlacementFlags(t *testing.T) {
 		{"worker", "--nats", "nats://127.0.0.1:1", "--sessions", "--labels", "gpu"},
 		{"serve", "--all", "--takeover", "--labels", "a=b,a=c"},
 		{"serve", "--place", "--all"},
+		{"serve", "--all", "--labels", "gpu=true"},
 	} {
 		code, _, errOut := cli(t, args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)

@@ -98,6 +98,9 @@ its lease.`,
 			if _, err := session.ParseLabels(f.labels); err != nil {
 				return usageErr(fmt.Errorf("--labels: %w", err))
 			}
+			if f.labels != "" && !f.takeover && !f.place {
+				return usageErr(fmt.Errorf("--labels are a member's: add --takeover (or --place)"))
+			}
 			if f.place && (!f.durable || len(args) == 0) {
 				return usageErr(fmt.Errorf("--place records durable sessions of DOT files: it needs files and --durable"))
 			}
