@@ -31,18 +31,19 @@ func kvList(m map[string]string) []*pb.KV {
 	return out
 }
 
-// cloneBranches deep-copies a branch stack so that tokens sent on different
-// edges never share it.
+// cloneBranches copies a branch stack so that tokens sent on different
+// edges never share it. The lists of pairs are shared: nothing changes
+// one in place (recordUpdates gives the branch a new Updates list), and
+// the fork's base, the whole context at the fork, was copied at every hop
+// inside the branch.
 func cloneBranches(bs []*pb.Branch) []*pb.Branch {
 	if len(bs) == 0 {
 		return nil
 	}
 	out := make([]*pb.Branch, len(bs))
 	for i, b := range bs {
-		c := &pb.Branch{ForkNode: b.ForkNode, Branch: b.Branch, ForkId: b.ForkId, Width: b.Width, JoinNode: b.JoinNode}
-		c.Base = append([]*pb.KV(nil), b.Base...)
-		c.Updates = append([]*pb.KV(nil), b.Updates...)
-		out[i] = c
+		out[i] = &pb.Branch{ForkNode: b.ForkNode, Branch: b.Branch, ForkId: b.ForkId, Width: b.Width, JoinNode: b.JoinNode,
+			Base: b.Base, Updates: b.Updates}
 	}
 	return out
 }
