@@ -36,7 +36,6 @@ func TestTakeoverDuringPoolJob(t *testing.T) {
 			dir := t.TempDir()
 			work := filepath.Join(dir, "work")
 			require.NoError(t, os.MkdirAll(work, 0o755))
-			t.Cleanup(func() { _ = os.WriteFile(filepath.Join(work, "release"), nil, 0o644) })
 			tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; touch started; while [ ! -f release ]; do sleep 0.05; done; echo worked`
 			file := filepath.Join(dir, "pj.dot")
 			require.NoError(t, os.WriteFile(file, []byte(`digraph pj {
@@ -61,6 +60,9 @@ func TestTakeoverDuringPoolJob(t *testing.T) {
 			owner, ownerDone := start(&logsA, "serve", file, "--id", "pj")
 			events.wait("session.started", "")
 			w := startWorker(t, srv, "wk", "--pool", "cpu", "--workdir", work)
+			// Before the worker's own cleanup (which waits for its job to
+			// end): a failed test releases the job, the worker stops.
+			t.Cleanup(func() { _ = os.WriteFile(filepath.Join(work, "release"), nil, 0o644) })
 			code, _, errOut := cli(t, "pub", "pj", "job", "go", "--nats", url, "--token", "out")
 			require.Equal(t, 0, code, errOut)
 			started := w.waitLine(t, 30*time.Second, "job started", "node=job")
