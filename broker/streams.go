@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -148,6 +149,16 @@ func ObjectsName(session string) string { return "sy_obj_" + session }
 func checkSession(session string) error {
 	if !ValidToken(session) {
 		return fmt.Errorf("broker: invalid session id %q", session)
+	}
+	return ReservedSession(session)
+}
+
+// ReservedSession refuses a session id whose work stream would be another
+// stream of the store: SY_WORK (the pools' work queue) or SY_<x>_EVT
+// (session x's event stream).
+func ReservedSession(session string) error {
+	if session == "WORK" || strings.HasSuffix(session, "_EVT") {
+		return fmt.Errorf("broker: session id %q is reserved: its stream %s would be another stream of the store", session, StreamName(session))
 	}
 	return nil
 }

@@ -73,6 +73,18 @@ func TestSessionStream(t *testing.T) {
 			require.Error(t, broker.DeleteSession(ctx(t), js, bad), bad)
 		}
 	})
+	t.Run("ids naming another stream of the store are refused", func(t *testing.T) {
+		// Session s-1's event stream and the pools' work queue.
+		_, err := broker.EnsureEventStream(ctx(t), js, "s-1", broker.FileStorage, broker.EventRetention{})
+		require.NoError(t, err)
+		for _, bad := range []string{"WORK", "s-1_EVT"} {
+			_, err := broker.EnsureSessionStream(ctx(t), js, bad, broker.FileStorage)
+			require.ErrorContains(t, err, "is reserved", bad)
+			require.ErrorContains(t, broker.DeleteSession(ctx(t), js, bad), "is reserved", bad)
+		}
+		_, err = js.Stream(ctx(t), broker.EventStreamName("s-1"))
+		require.NoError(t, err, "s-1's event stream is still there")
+	})
 }
 
 // TestControlRequestsAreAnsweredByTheSession checks that the work stream

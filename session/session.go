@@ -308,6 +308,9 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		if !broker.ValidToken(cfg.ID) {
 			return nil, fmt.Errorf("session: invalid session id %q", cfg.ID)
 		}
+		if err := broker.ReservedSession(cfg.ID); err != nil {
+			return nil, fmt.Errorf("session: %w", err)
+		}
 		// The lease first: the state is read once no other process can
 		// write it.
 		if cl, err = claim(ctx, &cfg); err != nil {
@@ -455,6 +458,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	}
 	if !broker.ValidToken(cfg.ID) {
 		return fail(fmt.Errorf("session: invalid session id %q", cfg.ID))
+	}
+	if err := broker.ReservedSession(cfg.ID); err != nil {
+		return fail(fmt.Errorf("session: %w", err))
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real()
