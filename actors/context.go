@@ -41,13 +41,13 @@ var ErrContext = errors.New("actors: run context not resolvable")
 // is false when it holds none. The map is the caller's.
 type ContextSource func(envID string) (ctx map[string]string, version uint64, ok bool)
 
-// maxHeldContexts bounds the context store: beyond it an entry is evicted
-// (its envelope then resolves through the journal, or is refused). An
-// entry lives from its envelope's publication until its receiver fires
-// with it (or drops it: superseded, refused, removed by an edit), so the
-// store holds about what the envelopes waiting in the nodes' buffers held
-// when each carried its whole context; the bound is for what no node ever
-// takes, far above a backlog that a session would otherwise keep.
+// maxHeldContexts bounds the context store. An entry lives from its
+// envelope's publication until its receiver fires with it (or drops it:
+// superseded, refused, removed by an edit), so the store holds about what
+// the envelopes waiting in the nodes' buffers held when each carried its
+// whole context. Past the bound nothing is evicted (an envelope whose base
+// is gone would be refused where no journal holds it): the envelopes sent
+// meanwhile carry their whole context instead, as outside ones do.
 var maxHeldContexts = 1 << 20
 
 // ctxEntry is the context an envelope carries, held for its receiver.
@@ -60,29 +60,25 @@ type ctxEntry struct {
 // ctxStore holds, by envelope id, the whole context of the envelopes the
 // session's firings sent and no node took yet. Its lock is a leaf.
 type ctxStore struct {
-	mu      sync.Mutex
-	m       map[string]ctxEntry
-	evicted uint64
+	mu   sync.Mutex
+	m    map[string]ctxEntry
+	full uint64 // puts refused at the bound
 }
 
-// put holds e for envelope id; it reports whether an entry was evicted
-// for it (the count of evictions so far, 0 when none was).
-func (s *ctxStore) put(id string, e ctxEntry) (evicted uint64) {
+// put holds e for envelope id. At the bound it holds nothing and returns
+// how many puts it refused so far (0 when it held e).
+func (s *ctxStore) put(id string, e ctxEntry) (refused uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
 		s.m = map[string]ctxEntry{}
 	}
 	if _, ok := s.m[id]; !ok && len(s.m) >= maxHeldContexts {
-		for k := range s.m { // any one: its envelope resolves through the journal
-			delete(s.m, k)
-			s.evicted++
-			evicted = s.evicted
-			break
-		}
+		s.full++
+		return s.full
 	}
 	s.m[id] = e
-	return evicted
+	return 0
 }
 
 // take removes and returns the context held for envelope id.
@@ -211,7 +207,8 @@ func (j *job) hopContext(ctx map[string]string, whole bool, extra ...string) (kv
 // holdContexts leaves the context of each envelope the firing sends in the
 // store for its receiver. The first envelope of a map gets the map itself;
 // the others of the same map share one copy (each receiver copies it),
-// since the first receiver changes its own.
+// since the first receiver changes its own. An envelope the full store
+// cannot hold for carries its whole context (it is not sent yet).
 func (a *nodeActor) holdContexts(hops []hop) {
 	var held []unsafe.Pointer                       // the maps given away
 	var shared map[unsafe.Pointer]map[string]string // their shared copies
@@ -220,28 +217,36 @@ func (a *nodeActor) holdContexts(hops []hop) {
 			continue // it carries its whole context
 		}
 		p := reflect.ValueOf(h.ctx).UnsafePointer()
-		if !slices.Contains(held, p) {
-			held = append(held, p)
-			a.noteEvicted(a.s.ctxs.put(h.env.GetId(), ctxEntry{m: h.ctx, owned: true, version: h.env.GetContextVersion()}))
+		m, owned := h.ctx, true
+		if slices.Contains(held, p) {
+			if shared == nil {
+				shared = map[unsafe.Pointer]map[string]string{}
+			}
+			c, ok := shared[p]
+			if !ok {
+				c = maps.Clone(h.ctx)
+				shared[p] = c
+			}
+			m, owned = c, false
+		}
+		if n := a.s.ctxs.put(h.env.GetId(), ctxEntry{m: m, owned: owned, version: h.env.GetContextVersion()}); n > 0 {
+			h.env.Context, h.env.ContextBase = kvList(m), ""
+			if n == 1 || n%1024 == 0 {
+				a.s.log.Warn("actors: the run-context store is full (envelopes not taken by any node pile up): envelopes carry their whole context",
+					"node", a.node.ID, "times", n, "held", maxHeldContexts)
+			}
 			continue
 		}
-		if shared == nil {
-			shared = map[unsafe.Pointer]map[string]string{}
+		if owned {
+			held = append(held, p)
 		}
-		c, ok := shared[p]
-		if !ok {
-			c = maps.Clone(h.ctx)
-			shared[p] = c
-		}
-		a.noteEvicted(a.s.ctxs.put(h.env.GetId(), ctxEntry{m: c, version: h.env.GetContextVersion()}))
 	}
 }
 
-// noteEvicted logs the store's evictions (a fault: contexts no node took
-// piled up), the first and then one in 1,024.
-func (a *nodeActor) noteEvicted(n uint64) {
-	if n == 1 || (n > 0 && n%1024 == 0) {
-		a.s.log.Warn("actors: run contexts evicted from the store: their envelopes resolve through the journal or are refused",
-			"evicted", n, "held", maxHeldContexts)
-	}
+// SetContextStoreBound sets the context store's bound (tests: a full store
+// with a few envelopes) and returns what restores it.
+func SetContextStoreBound(n int) (restore func()) {
+	old := maxHeldContexts
+	maxHeldContexts = n
+	return func() { maxHeldContexts = old }
 }

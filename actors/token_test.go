@@ -97,19 +97,22 @@ func TestResolveContext(t *testing.T) {
 	})
 }
 
-// TestContextStoreBound: past its bound the store evicts an entry for each
-// one it takes and counts them; take and drop forget entries.
+// TestContextStoreBound: at its bound the store holds nothing more (it
+// evicts nothing) and counts what it refused; take and drop forget entries.
 func TestContextStoreBound(t *testing.T) {
-	defer func(n int) { maxHeldContexts = n }(maxHeldContexts)
-	maxHeldContexts = 2
+	defer SetContextStoreBound(2)()
 	var s ctxStore
 	require.Zero(t, s.put("a", ctxEntry{}))
 	require.Zero(t, s.put("b", ctxEntry{}))
 	require.Zero(t, s.put("b", ctxEntry{version: 2}), "replacing is not growing")
 	require.EqualValues(t, 1, s.put("c", ctxEntry{}))
+	require.EqualValues(t, 2, s.put("d", ctxEntry{}))
 	require.Equal(t, 2, s.len())
 	_, ok := s.take("c")
-	require.True(t, ok)
-	s.drop([]*pb.Envelope{{Id: "a"}, {Id: "b"}})
+	require.False(t, ok, "c was not held")
+	e, ok := s.take("b")
+	require.True(t, ok, "nothing held was evicted")
+	require.EqualValues(t, 2, e.version)
+	s.drop([]*pb.Envelope{{Id: "a"}})
 	require.Zero(t, s.len())
 }

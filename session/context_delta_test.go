@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
@@ -226,4 +227,83 @@ func TestContextBaseOnlyFromTheRuntime(t *testing.T) {
 	mu.Lock()
 	require.Len(t, got["b"], 1, "b did not run on a context it could not resolve")
 	mu.Unlock()
+}
+
+// TestContextStoreFull: when the in-process context store is full, the
+// envelopes sent meanwhile carry their whole context (nothing is evicted:
+// no receiver depends on finding a base elsewhere), nothing is refused,
+// and every receiver sees its sender's context.
+func TestContextStoreFull(t *testing.T) {
+	t.Cleanup(actors.SetContextStoreBound(1))
+	var mu sync.Mutex
+	saw := map[string]string{}
+	// An outside envelope carries its whole context: src's are deltas over
+	// what a sent it.
+	sv := serveSession(t, `digraph s { a [type="custom.set"]; src [type="custom.pass"]
+		b1 [type="custom.look"]; b2 [type="custom.look"]; b3 [type="custom.look"]
+		a -> src; src -> b1; src -> b2; src -> b3 }`, func(c *session.Config) {
+		c.Handlers = map[string]nodes.Handler{
+			"custom.pass": nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			}),
+			"custom.set": nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				return &nodes.Outcome{Status: nodes.StatusSuccess, ContextUpdates: map[string]string{"from.src": in.Messages[0].Text}}, nil
+			}),
+			"custom.look": nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				mu.Lock()
+				saw[in.Node.ID] = in.Context["from.src"]
+				mu.Unlock()
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			}),
+		}
+	})
+	// A spy on the edges, as any NATS client.
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	fromSrc := make(chan *pb.Envelope, 8)
+	sub, err := nc.Subscribe(broker.Edge(sv.s.ID(), ">"), func(m *nats.Msg) {
+		env := &pb.Envelope{}
+		if proto.Unmarshal(m.Data, env) == nil && env.GetFromNode() == "src" {
+			fromSrc <- env
+		}
+	})
+	require.NoError(t, err)
+	defer sub.Unsubscribe()
+	require.NoError(t, nc.Flush())
+
+	sv.pub("a", "hello")
+	// The store holds one context: src's first envelope is a delta over
+	// a's, the others carry their whole context.
+	bases, whole := 0, 0
+	for range 3 {
+		select {
+		case env := <-fromSrc:
+			if env.GetContextBase() != "" {
+				bases++
+				continue
+			}
+			whole++
+			kv := map[string]string{}
+			for _, p := range env.GetContext() {
+				kv[p.GetKey()] = p.GetValue()
+			}
+			require.Equal(t, "hello", kv["from.src"], "a whole context carries what a set")
+		case <-time.After(20 * time.Second):
+			t.Fatal("src sent fewer than 3 envelopes")
+		}
+	}
+	require.Equal(t, 1, bases)
+	require.Equal(t, 2, whole)
+	for range 3 { // b1, b2 and b3, in any order
+		ev := sv.wait("node.completed", "")
+		for ev.Node == "a" || ev.Node == "src" {
+			ev = sv.wait("node.completed", "")
+		}
+		require.Equal(t, "success", ev.Status, ev.Node)
+	}
+	require.Zero(t, sv.count("node.refused", ""), "no envelope refused")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]string{"b1": "hello", "b2": "hello", "b3": "hello"}, saw)
 }
