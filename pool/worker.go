@@ -72,6 +72,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pool %s: consumer: %w", w.Pool, err)
 	}
+	// A connection that is closed for good (it gave up reconnecting) ends
+	// the worker with that error, for its supervisor to start it again; a
+	// worker that pulled on it forever would serve nothing.
+	ctx, closed := context.WithCancelCause(ctx)
+	defer closed(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < w.Concurrency; i++ {
 		wg.Add(1)
@@ -80,6 +85,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			for ctx.Err() == nil {
 				m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 				if err != nil {
+					if errors.Is(err, nats.ErrConnectionClosed) || w.NC.IsClosed() {
+						closed(fmt.Errorf("pool %s: %w", w.Pool, nats.ErrConnectionClosed))
+						return
+					}
 					if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
 						w.Log.Warn("worker: pull", "pool", w.Pool, "err", err)
 						select {
@@ -94,6 +103,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, nats.ErrConnectionClosed) {
+		return err
+	}
 	return nil
 }
 

@@ -38,8 +38,8 @@ func (c *connFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&c.timeout, "timeout", 5*time.Second, "how long to wait for the session to answer")
 }
 
-func (c *connFlags) connect() (*nats.Conn, error) {
-	nc, denied, err := c.dial()
+func (c *connFlags) connect(extra ...nats.Option) (*nats.Conn, error) {
+	nc, denied, err := c.dial(extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func (c *connFlags) connect() (*nats.Conn, error) {
 
 // dial connects with the flags' credential; the channel receives the
 // permissions violations the server reports for this connection.
-func (c *connFlags) dial() (*nats.Conn, chan error, error) {
+func (c *connFlags) dial(extra ...nats.Option) (*nats.Conn, chan error, error) {
 	if c.url == "" {
 		return nil, nil, usageErr(errors.New("--nats URL is required: the session's server (serve --listen, or a NATS cluster)"))
 	}
@@ -77,6 +77,7 @@ func (c *connFlags) dial() (*nats.Conn, chan error, error) {
 			}
 		}
 	}))
+	opts = append(opts, extra...)
 	nc, err := nats.Connect(c.url, opts...)
 	if err != nil {
 		return nil, nil, &exitError{code: 1, err: fmt.Errorf("connect %s: %w", c.url, err)}

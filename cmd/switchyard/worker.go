@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -101,7 +102,9 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	if err := nodes.RegisterBuiltins(reg, nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider}); err != nil {
 		return err
 	}
-	nc, err := f.conn.connect()
+	// A worker is long-lived: it reconnects for as long as its cluster is
+	// away (a command's connection gives up after nats.go's 60 tries).
+	nc, err := f.conn.connect(nats.MaxReconnects(-1))
 	if err != nil {
 		return err
 	}
