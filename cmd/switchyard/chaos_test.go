@@ -41,7 +41,6 @@ type chaosProc struct {
 	server int // the cluster server it was pointed at (its first)
 	cmd    *exec.Cmd
 	log    syncBuffer
-	done   chan error
 	exited chan struct{}
 	err    error
 }
@@ -100,12 +99,12 @@ func newChaosRig(t *testing.T) *chaosRig {
 // the side-effect file effects.
 func (r *chaosRig) start(name string, server int, effects string, args ...string) *chaosProc {
 	r.t.Helper()
-	p := &chaosProc{name: name, server: server, done: make(chan error, 1), exited: make(chan struct{})}
+	p := &chaosProc{name: name, server: server, exited: make(chan struct{})}
 	p.cmd = exec.Command(r.bin, append(args, "--nats", r.urls[server])...)
 	p.cmd.Env = append(os.Environ(), "EFFECTS="+effects)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log // serve's live log of events, and its stderr
 	require.NoError(r.t, p.cmd.Start())
-	go func() { p.err = p.cmd.Wait(); p.done <- p.err; close(p.exited) }()
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	r.t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
 	return p
 }
@@ -152,9 +151,8 @@ type chaosRun struct {
 	workers  []*chaosProc
 	events   *eventWaiter
 	wlog     syncBuffer
-	next     int                 // the next event number to publish
-	acked    map[string]string   // envelope id -> its message, acknowledged
-	pauses   map[string][]string // what each disruption cost, for the log
+	next     int               // the next event number to publish
+	acked    map[string]string // envelope id -> its message, acknowledged
 	maxPub   time.Duration
 	down     int // the server killServer killed
 	disrupts []disrupted
@@ -187,10 +185,10 @@ func (c *chaosRun) publish(n int) {
 // ownerProc is the process that holds the session's lease now.
 func (c *chaosRun) ownerProc() *chaosProc {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	var o *session.Owner
 	c.rig.waitFor(c.t, "a live owner", 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		var err error
 		o, err = session.ReadOwner(ctx, c.rig.b, c.id, time.Now())
 		return err == nil && o != nil
