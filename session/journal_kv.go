@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -275,7 +276,8 @@ func (j *journal) putLocked(ctx context.Context, key string, data []byte) error 
 		return putKV(ctx, j.kv, key, data)
 	}
 	subject := "$KV." + j.kv.Bucket() + "." + key
-	for range 5 {
+	pause := 20 * time.Millisecond
+	for range refencesMax {
 		var ack *jetstream.PubAck
 		err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 			var err error
@@ -289,16 +291,45 @@ func (j *journal) putLocked(ctx context.Context, key string, data []byte) error 
 		if !wrongLast(err) {
 			return err
 		}
-		if err := j.refence(ctx); err != nil {
+		if err := j.refence(ctx, reportedLast(err)); err != nil {
 			return err
 		}
+		// Refused again right after a server restart: the stream's new
+		// leader was still applying what the old one had accepted, so the
+		// last sequence it reported was behind. Its mark is still this
+		// owner's: wait a little and write again.
+		if !clock.Sleep(ctx, j.clk, pause) {
+			return ctx.Err()
+		}
+		pause = min(2*pause, time.Second)
 	}
-	return fmt.Errorf("%w (5 fenced writes refused in a row)", ErrLeaseLost)
+	return fmt.Errorf("%w (%d fenced writes refused in a row)", ErrLeaseLost, refencesMax)
 }
 
-// refence reads the bucket's last sequence and adopts it if this owner's
-// mark is still the bucket's latest; ErrLeaseLost otherwise.
-func (j *journal) refence(ctx context.Context) error {
+// refencesMax bounds how many times in a row a fenced write refused for
+// its expected last sequence is made again (this owner's mark checked
+// each time): about 15 s of a stream settling after a leader change.
+const refencesMax = 20
+
+// reportedLast is the last sequence a "wrong last sequence: N" refusal
+// names, 0 when it names none.
+func reportedLast(err error) uint64 {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return 0
+	}
+	_, n, ok := strings.Cut(apiErr.Description, "wrong last sequence: ")
+	if !ok {
+		return 0
+	}
+	v, _ := strconv.ParseUint(strings.TrimSpace(n), 10, 64)
+	return v
+}
+
+// refence reads the bucket's last sequence (at least seen, what a refused
+// write reported) and adopts it if this owner's mark is still the bucket's
+// latest; ErrLeaseLost otherwise.
+func (j *journal) refence(ctx context.Context, seen uint64) error {
 	var last uint64
 	err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		st, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
@@ -309,7 +340,7 @@ func (j *journal) refence(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		last = info.State.LastSeq
+		last = max(info.State.LastSeq, seen)
 		return nil
 	})
 	if err != nil {
