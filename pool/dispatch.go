@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -83,16 +84,22 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		MaxMsgs: MaxJobs, MaxBytes: MaxJobBytes, Discard: jetstream.DiscardNew,
 		Storage: storage, Replicas: replicas,
 	}
-	scaled := false
-	if s, err := js.Stream(ctx, Stream); err == nil {
-		had := s.CachedInfo().Config.Replicas
-		cfg.Replicas = max(cfg.Replicas, had) // never scale down
-		scaled = cfg.Replicas > had
-		cfg.Storage = s.CachedInfo().Config.Storage
+	scaled, same := false, false
+	s, err := js.Stream(ctx, Stream)
+	if err == nil {
+		had := s.CachedInfo().Config
+		cfg.Replicas = max(cfg.Replicas, had.Replicas) // never scale down
+		scaled = cfg.Replicas > had.Replicas
+		cfg.Storage = had.Storage
+		same = sameLimits(had, cfg)
 	}
-	s, err := js.CreateOrUpdateStream(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("pool: stream %s: %w", Stream, err)
+	if !same {
+		// Only a stream to make or change is updated: an update that
+		// changes nothing races, in nats-server 2.15.2, with a consumer
+		// being made on the stream (the race detector caught it).
+		if s, err = js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("pool: stream %s: %w", Stream, err)
+		}
 	}
 	if scaled {
 		// Scaled up (a worker made it with fewer replicas): until its new
@@ -108,13 +115,26 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		Discard: jetstream.DiscardOld, Storage: storage, Replicas: cfg.Replicas,
 	}
 	if s, err := js.Stream(ctx, OutcomeStream); err == nil {
-		out.Replicas = max(out.Replicas, s.CachedInfo().Config.Replicas)
-		out.Storage = s.CachedInfo().Config.Storage
+		had := s.CachedInfo().Config
+		out.Replicas = max(out.Replicas, had.Replicas)
+		out.Storage = had.Storage
+		if sameLimits(had, out) {
+			return nil
+		}
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, out); err != nil {
 		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
 	}
 	return nil
+}
+
+// sameLimits reports whether the stream configured as had already is as
+// want asks (what EnsureStream sets).
+func sameLimits(had, want jetstream.StreamConfig) bool {
+	return had.Replicas == want.Replicas && had.Storage == want.Storage && had.Retention == want.Retention &&
+		had.Discard == want.Discard && had.MaxMsgs == want.MaxMsgs && had.MaxBytes == want.MaxBytes &&
+		had.MaxAge == want.MaxAge && had.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
+		slices.Equal(had.Subjects, want.Subjects)
 }
 
 // settled waits until stream s has a leader and replicas-1 current peers,
