@@ -242,17 +242,40 @@ func (w *Worker) serve(m jetstream.Msg) {
 // publish sends an outcome: acknowledged by the outcome stream, so that
 // it outlives an owner that dies before reading it; with a plain publish
 // where that stream does not exist (an owner of an earlier version).
+//
+// A publication nothing answers (the stream electing a leader after a
+// server restart) is made again every 2 s, for up to 30 s: one attempt of
+// 30 s held the job — and the worker's stop — that long. "No responders"
+// for 5 s in a row is an owner without the stream.
 func (w *Worker) publish(reply string, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := w.JS.Publish(ctx, reply, data)
-	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+	var nobodySince time.Time
+	err := broker.Retry(ctx, 2*time.Second, func(ctx context.Context) error {
+		_, err := w.JS.Publish(ctx, reply, data)
+		if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+			nobodySince = time.Time{}
+			return err
+		}
+		if nobodySince.IsZero() {
+			nobodySince = time.Now()
+		}
+		if time.Since(nobodySince) >= 5*time.Second {
+			return errNoOutcomeStream
+		}
+		return err
+	})
+	if errors.Is(err, errNoOutcomeStream) {
 		if err = w.NC.Publish(reply, data); err == nil {
 			err = w.NC.Flush()
 		}
 	}
 	return err
 }
+
+// errNoOutcomeStream: nothing stores outcomes (an owner of an earlier
+// version); the outcome is published on core NATS only.
+var errNoOutcomeStream = errors.New("pool: no outcome stream answers")
 
 // run executes a job with the node's built-in handler.
 func (w *Worker) run(job *pb.Envelope) (o *nodes.Outcome) {
