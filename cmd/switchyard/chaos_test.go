@@ -362,7 +362,11 @@ func (r *chaosRig) run(t *testing.T, id string, perBatch int, disrupts ...disrup
 	code, _, errOut = cli(t, "stop", id, "--nats", r.cl.URL())
 	require.Equal(t, 0, code, errOut)
 	for _, p := range c.procs() {
+		began := time.Now()
 		p.stop(t, syscall.SIGTERM)
+		if d := time.Since(began); d > 2*time.Second {
+			t.Logf("%s took %v to stop", p.name, d.Round(time.Millisecond))
+		}
 	}
 	res := c.result()
 	t.Logf("%s: %d events, %d ticks, %v; the slowest pub %v", id, total, r.visits(id, "tick"),
