@@ -153,10 +153,6 @@ func (a *nodeActor) holdSteer(m *delivery) {
 		return
 	}
 	ids := []string{m.env.GetId()}
-	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: "steer: held for the next firing",
-		Seqs: a.seqsOf(ids), Floor: a.floor()}); err != nil {
-		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
-		return
-	}
-	a.acknowledge(ids)
+	a.recordConsumed(&Commit{Node: a.node.ID, Consumed: ids, Reason: "steer: held for the next firing",
+		Seqs: a.seqsOf(ids), Floor: a.floor()})
 }

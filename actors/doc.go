@@ -8,12 +8,21 @@
 // the outcome comes back to the actor as a message. The actor then applies
 // the outcome: it updates the token's context and chooses the outgoing edges
 // by the node's routing policy (select one edge for pipelines, broadcast for
-// parallel nodes and reactive sessions). The I/O of the firing runs on that
-// goroutine again, not the actor's: it commits the firing to the Journal
-// (the checkpoint, given the System's context, which Stop cancels) and only
-// then publishes the next envelopes and events; it reports back to the
-// actor, which acknowledges the consumed envelopes and lets the node fire
-// again. A durable session reads all its nodes' subjects through one
+// parallel nodes and reactive sessions). The firing is then committed to the
+// Journal (the checkpoint, given the System's context, which Stop cancels)
+// and only then are the next envelopes and events published. With an
+// AsyncJournal (a durable session's) the actor hands the record over without
+// waiting and the node fires its next input at once; the journal writes the
+// records that queued up meanwhile together, and when a firing's record is
+// stored the node's io goroutine publishes its outputs and events and
+// reports back (committed); the actor then acknowledges the consumed
+// envelopes, so an acknowledged envelope always has its firing journaled.
+// Envelopes consumed without a firing (refused by a budget or limit,
+// superseded or dropped by a live edit, a steer held) are recorded the same
+// way and acknowledged when their record is stored. Otherwise the commit
+// and publications run on the runner goroutine (a Journal that is not
+// async) or in place (a session that is not durable: nothing there
+// blocks). A durable session reads all its nodes' subjects through one
 // JetStream consumer and hands each envelope to its node's mailbox; its work
 // stream stores exactly those subjects while there are at most
 // broker.MaxListedSubjects of them (narrowStream, at start and at every live
@@ -42,10 +51,15 @@
 // holding locks above it, never below; as nats-server's locksordering.txt):
 //
 //	System.editMu   read: a firing's I/O, from routing to its last publication
-//	                (taken on the actor, released on the runner goroutine);
-//	                write: a live edit swapping the graph
-//	Journal         the session's journal lock, then its checkpoint file lock
-//	                (session package), held while a commit is written
+//	                (taken on the actor, released on the runner or io
+//	                goroutine); write: a live edit swapping the graph
+//	Journal         the session's journal locks (session package): its
+//	                writer's lock (the bucket's fence, held while records
+//	                are written, never taken by a committer), then its state
+//	                lock (held to queue a record or take a batch, never
+//	                while waiting for the store), then its checkpoint file
+//	                lock; an AsyncJournal calls done holding at most the
+//	                writer's lock
 //	scheduler       the Scheduler's lock (the journal snapshots its counters);
 //	                it calls back (notices) without holding it
 //	System.mu       pids, actors, subscriptions, the consumer, stopped

@@ -218,16 +218,22 @@ func (a *nodeActor) reconfigured(m *reconfigure) {
 func (a *nodeActor) retired(c actor.Context) {
 	a.retiring = true
 	if a.running {
-		return // finish() completes the current work first
+		return // the current work completes first
 	}
-	for _, eb := range a.bufs {
-		a.discard(eb.b.Pending(), "node "+a.node.ID+" was removed by a live edit")
-		eb.b.Close()
+	if !a.emptied {
+		a.emptied = true
+		for _, eb := range a.bufs {
+			a.discard(eb.b.Pending(), "node "+a.node.ID+" was removed by a live edit")
+			eb.b.Close()
+		}
+		for _, batch := range a.queue {
+			a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
+		}
+		a.queue, a.head = nil, nil
 	}
-	for _, batch := range a.queue {
-		a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
+	if a.inflight > 0 {
+		return // the records on their way are acknowledged first (committed)
 	}
-	a.queue, a.head = nil, nil
 	a.s.mu.Lock()
 	delete(a.s.pids, a.node.ID)
 	a.s.mu.Unlock()

@@ -68,3 +68,16 @@ type JournalFunc func(ctx context.Context, c *Commit) error
 
 // Commit calls f.
 func (f JournalFunc) Commit(ctx context.Context, c *Commit) error { return f(ctx, c) }
+
+// AsyncJournal is a Journal that records a commit without waiting for the
+// store: CommitAsync applies the commit, queues its record and returns;
+// done is called once the record is stored (with nil) or cannot be, in the
+// order of the commits. It never blocks on I/O, so the node's actor calls
+// it on its own goroutine and fires its next input while the record is on
+// its way; done may run on the caller's goroutine or the journal's, and
+// must not block. A durable session's journal batches the records queued
+// meanwhile into one write (session package).
+type AsyncJournal interface {
+	Journal
+	CommitAsync(ctx context.Context, c *Commit, done func(error))
+}

@@ -96,6 +96,7 @@ type nodeActor struct {
 	firing   uint64
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
+	emptied  bool   // retiring: what the buffers held was discarded
 
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed
@@ -106,12 +107,21 @@ type nodeActor struct {
 
 	mailbox pinned // the goroutine that runs Receive
 	runner  pinned // the goroutine that runs the handler
+	// io (durable sessions) runs what a firing does once its record is
+	// stored: its events and publications, while the runner already runs
+	// the next firing. inflight counts the firings (and refusals) handed to
+	// the journal and not yet reported back (committed).
+	io       *pinned
+	inflight int
 }
 
 // stopPinned ends the actor's goroutines (after the actor stopped).
 func (a *nodeActor) stopPinned() {
 	a.mailbox.stop()
 	a.runner.stop()
+	if a.io != nil {
+		a.io.stop()
+	}
 }
 
 var _ actor.Actor = (*nodeActor)(nil)
@@ -220,12 +230,40 @@ func (a *nodeActor) discard(envs []*pb.Envelope, why string) {
 	a.s.ctxs.drop(envs)
 	a.s.Emit(&pb.Event{Kind: "envelope.dropped", Node: a.node.ID, Message: strconv.Itoa(len(envs)) + " envelopes not delivered: " + why,
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
-	if err := a.s.cfg.Journal.Commit(a.s.ctx, &Commit{Node: a.node.ID, Consumed: ids, Reason: why,
-		Seqs: a.seqsOf(ids), Floor: a.floor()}); err != nil {
+	a.recordConsumed(&Commit{Node: a.node.ID, Consumed: ids, Reason: why,
+		Seqs: a.seqsOf(ids), Floor: a.floor()})
+}
+
+// recordConsumed records a commit that consumes envelopes without a firing
+// (refused, discarded, a steer held) and acknowledges them once it is
+// recorded; then the commit's Terminal, if any, is reported. With an
+// AsyncJournal (durable sessions) the record is written off the actor's
+// goroutine, like a firing's, and the acknowledgement comes back as a
+// committed message; the floor the commit carries was taken with the
+// envelopes still held, so it never passes one not yet acknowledged.
+// Another Journal is called in place (one that does no I/O here).
+func (a *nodeActor) recordConsumed(c *Commit) {
+	if aj, ok := a.s.cfg.Journal.(AsyncJournal); ok {
+		if self := a.s.pidOf(a.node.ID); self != nil {
+			a.inflight++
+			aj.CommitAsync(a.s.ctx, c, func(err error) {
+				if err != nil {
+					a.s.log.Error("actors: journal", "node", c.Node, "err", err)
+				}
+				done := &committed{consumed: c.Consumed, published: err == nil, async: true}
+				if err == nil {
+					done.term = c.Terminal
+				}
+				a.s.root.Send(self, done)
+			})
+			return
+		}
+	}
+	if err := a.s.cfg.Journal.Commit(a.s.ctx, c); err != nil {
 		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
 		return
 	}
-	a.acknowledge(ids)
+	a.committedDone(&committed{consumed: c.Consumed, published: true, term: c.Terminal})
 }
 
 // supersededBy lists the envelopes of before that after no longer holds.
@@ -327,7 +365,11 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.running = false
 		a.afterFiring(c)
 	case *committed:
-		a.running = false
+		if m.async {
+			a.inflight--
+		} else {
+			a.running = false
+		}
 		a.committedDone(m)
 		a.afterFiring(c)
 	case *reconfigure:
@@ -619,16 +661,8 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string, cause error) {
 		t = &Terminal{Status: "fail", Reason: reason, Final: true, Cause: cause}
 	}
 	a.s.ctxs.drop(batch)
-	c := &Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
-		Seqs: a.seqsOf(ids), Floor: a.floor()}
-	if err := a.s.cfg.Journal.Commit(a.s.ctx, c); err != nil {
-		a.s.log.Error("actors: journal", "node", a.node.ID, "err", err)
-		return
-	}
-	a.acknowledge(ids)
-	if t != nil && a.s.cfg.OnTerminal != nil {
-		a.s.cfg.OnTerminal(a.node.ID, t)
-	}
+	a.recordConsumed(&Commit{Node: a.node.ID, Firing: a.firing, Consumed: ids, Terminal: t, Reason: reason,
+		Seqs: a.seqsOf(ids), Floor: a.floor()})
 }
 
 // job is everything a handler run needs, built on the actor goroutine.

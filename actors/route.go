@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
@@ -31,6 +32,7 @@ type committed struct {
 	consumed  []string
 	published bool // every output is out: the inputs may be acknowledged
 	term      *Terminal
+	async     bool // the firing's record went through an AsyncJournal
 }
 
 // finish applies a handler's outcome: context, routing, the commit record
@@ -157,6 +159,10 @@ func (a *nodeActor) finish(m *runDone) bool {
 		return false
 	}
 	self := a.s.pidOf(a.node.ID)
+	if aj, ok := a.s.cfg.Journal.(AsyncJournal); ok && self != nil {
+		a.commitAsync(aj, self, commit, ev, o, j.attempts, hops)
+		return false
+	}
 	if self == nil || !a.s.runOn(&a.runner, func() {
 		defer a.s.editMu.RUnlock()
 		done := a.commitAndPublish(commit.Node, commit, ev, o, j.attempts, hops)
@@ -168,12 +174,40 @@ func (a *nodeActor) finish(m *runDone) bool {
 	return true
 }
 
+// commitAsync hands a firing's record to the journal and lets the node go
+// on: the node fires its next input while the record is on its way (the
+// journal batches the records that queue meanwhile). Once the record is
+// stored, the node's io goroutine emits the firing's events and publishes
+// its outputs, and reports back (committed) for the inputs to be
+// acknowledged: an acknowledged input always has its firing journaled.
+// The read lock on the graph taken in finish is released there.
+func (a *nodeActor) commitAsync(aj AsyncJournal, self *actor.PID, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) {
+	a.inflight++
+	crash.Point("before-commit")
+	aj.CommitAsync(a.s.ctx, commit, func(err error) {
+		if !a.s.runOn(a.io, func() {
+			defer a.s.editMu.RUnlock()
+			done := a.afterCommit(commit.Node, commit, err, ev, o, attempts, hops)
+			done.async = true
+			a.s.root.Send(self, done)
+		}) {
+			a.s.editMu.RUnlock() // stopped: a resume deals with the firing
+		}
+	})
+}
+
 // commitAndPublish is a firing's I/O, on the node's runner goroutine:
 // commit the record, emit the node's events, publish its outputs.
 func (a *nodeActor) commitAndPublish(node string, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) *committed {
-	done := &committed{consumed: commit.Consumed, term: commit.Terminal}
 	crash.Point("before-commit")
-	if err := a.s.cfg.Journal.Commit(a.s.ctx, commit); err != nil {
+	return a.afterCommit(node, commit, a.s.cfg.Journal.Commit(a.s.ctx, commit), ev, o, attempts, hops)
+}
+
+// afterCommit is what a firing does once its commit returned err: emit the
+// node's events and publish its outputs.
+func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) *committed {
+	done := &committed{consumed: commit.Consumed, term: commit.Terminal}
+	if err != nil {
 		a.s.log.Error("actors: journal commit", "node", node, "err", err)
 		done.term = nil
 		if a.s.ctx.Err() != nil {

@@ -386,6 +386,9 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	a.firing = s.cfg.Firings[n.ID]
 	a.mailbox.pool, a.runner.pool = &s.warm, &s.warm
 	a.mailbox.setInline(true) // the Started message, here
+	if s.cfg.JetStream != nil {
+		a.io = &pinned{pool: &s.warm}
+	}
 	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(&a.mailbox), actor.WithMailbox(nodeMailbox)), "node-"+n.ID)
 	a.mailbox.setInline(false)

@@ -111,19 +111,26 @@ type journal struct {
 	// changes, for its journal record (scheduler.SnapshotOf).
 	schedOf func(node string) *scheduler.Snapshot
 
-	consumed   map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
-	floors     map[string]uint64        // acknowledgement floor per node
-	trimmed    map[string]uint64        // the floor up to which the work stream was purged, per node
-	lastStatus string                   // status of the last committed firing
-	kv         jetstream.KeyValue
-	js         jetstream.JetStream // to write a batch of records at once
-	batch      []pendingRecord     // records a sparse policy has not written yet
-	broken     error               // a record failed: nothing more is written
-	fence      uint64              // the bucket's last sequence this owner knows (0: unfenced)
-	token      string              // this owner's mark (ownerKey)
-	offline    bool                // rebuilding a state from records
-	at         time.Time           // when the last record was written (durable)
-	sched      *scheduler.Snapshot // the scheduler's counters of the last record
+	consumed    map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
+	floors      map[string]uint64        // acknowledgement floor per node
+	trimmed     map[string]uint64        // the floor up to which the work stream was purged, per node
+	lastStatus  string                   // status of the last committed firing
+	kv          jetstream.KeyValue
+	js          jetstream.JetStream // to write a batch of records at once
+	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
+	due         bool                // batch holds a record to write now (the writer takes it)
+	writing     bool                // the writer goroutine runs
+	wwg         sync.WaitGroup      // the writer goroutine
+	wmu         sync.Mutex          // writes of the bucket, and the fence (lock order: wmu, then mu)
+	written     []writtenEntry      // the journal entries written since the last compaction (guarded by wmu)
+	maintaining bool                // the upkeep goroutine runs (maintainLocked)
+	mwg         sync.WaitGroup      // the upkeep goroutine
+	broken      error               // a record failed: nothing more is written
+	fence       uint64              // the bucket's last sequence this owner knows (0: unfenced)
+	token       string              // this owner's mark (ownerKey)
+	offline     bool                // rebuilding a state from records
+	at          time.Time           // when the last record was written (durable)
+	sched       *scheduler.Snapshot // the scheduler's counters of the last record
 
 	policy    CheckpointPolicy
 	cleanup   bool      // remove the checkpoint when the session succeeds
@@ -197,13 +204,17 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 
 // add records envelopes published outside a firing (the first one).
 func (j *journal) add(envs ...*pb.Envelope) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	j.addLocked(envs)
-	if j.kv != nil {
-		return j.appendRecordLocked(context.Background(), nil, envs, false)
+	if j.kv == nil {
+		defer j.mu.Unlock()
+		return j.saveLocked()
 	}
-	return j.saveLocked()
+	j.appendRecordLocked(context.Background(), nil, envs, false, nil)
+	j.mu.Unlock()
+	return j.writeHeld(context.Background())
 }
 
 func (j *journal) addLocked(envs []*pb.Envelope) {
@@ -216,12 +227,30 @@ func (j *journal) addLocked(envs []*pb.Envelope) {
 	}
 }
 
-// Commit implements actors.Journal. A durable commit waits for the store
-// within ctx: when ctx ends first (the session stopping) the firing is not
-// recorded, and a later flush or resume deals with it.
+// Commit implements actors.Journal. A durable commit waits for its record
+// within ctx (CommitAsync does not): when ctx ends first (the session
+// stopping) the firing may not be recorded, and a later flush or resume
+// deals with it.
 func (j *journal) Commit(ctx context.Context, c *actors.Commit) error {
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	if j.kv == nil {
+		defer j.mu.Unlock()
+		return j.commitFileLocked(c)
+	}
+	j.mu.Unlock()
+	res := make(chan error, 1)
+	j.CommitAsync(ctx, c, func(err error) { res <- err })
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// commitFileLocked commits c in a session that is not durable: in memory,
+// and checkpoint.json (when there is a run directory) in the background.
+func (j *journal) commitFileLocked(c *actors.Commit) error {
 	if j.broken != nil {
 		return j.broken
 	}
@@ -230,9 +259,6 @@ func (j *journal) Commit(ctx context.Context, c *actors.Commit) error {
 		j.unsaved++
 	}
 	final := j.status != "running"
-	if j.kv != nil {
-		return j.appendRecordLocked(ctx, c, nil, !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final))
-	}
 	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
 		return nil
 	}
@@ -345,11 +371,15 @@ var beforeFileWrite func()
 // (durable), the last state of checkpoint.json (not durable). A session
 // stopping gracefully loses nothing.
 func (j *journal) flush() error {
-	j.mu.Lock()
 	if j.kv != nil {
-		defer j.mu.Unlock()
-		return j.flushLocked(context.Background())
+		j.wmu.Lock()
+		err := j.writeHeld(context.Background())
+		j.wmu.Unlock()
+		j.wwg.Wait() // the writer finds nothing due and ends
+		j.mwg.Wait() // and the upkeep ends
+		return err
 	}
+	j.mu.Lock()
 	j.fileClosed = true
 	wake, done := j.fileWake, j.fileDone
 	j.fileWake = nil

@@ -28,7 +28,7 @@ func TestJournalFenced(t *testing.T) {
 	require.NoError(t, j.putLocked(ctx, "k", []byte("1")))
 	j.fence-- // as if the acknowledgement of that write had been lost
 	require.NoError(t, j.putLocked(ctx, "k", []byte("2")), "still the owner: written again")
-	require.NoError(t, j.writeRecords(context.Background(), []pendingRecord{{seq: 1, data: []byte("r1")}, {seq: 2, data: []byte("r2")}}))
+	require.NoError(t, j.writeRecords(context.Background(), []entry{{first: 1, last: 1, data: []byte("r1")}, {first: 2, last: 2, data: []byte("r2")}}))
 	j.mu.Unlock()
 
 	// Another process takes the session over (its clock is past the TTL).
@@ -38,7 +38,7 @@ func TestJournalFenced(t *testing.T) {
 
 	j.mu.Lock()
 	require.ErrorIs(t, j.putLocked(ctx, "k", []byte("3")), ErrLeaseLost)
-	require.ErrorIs(t, j.writeRecords(context.Background(), []pendingRecord{{seq: 3, data: []byte("r3")}}), ErrLeaseLost)
+	require.ErrorIs(t, j.writeRecords(context.Background(), []entry{{first: 3, last: 3, data: []byte("r3")}}), ErrLeaseLost)
 	j.mu.Unlock()
 	e, err := l1.bucket.Get(ctx, "k")
 	require.NoError(t, err)

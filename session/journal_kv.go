@@ -53,21 +53,32 @@ const (
 
 func recordKey(seq uint64) string { return fmt.Sprintf("journal.%012d", seq) }
 
-// pendingRecord is a record a sparse checkpoint policy holds back.
+// pendingRecord is a record not written yet: held by a sparse checkpoint
+// policy, or queued for the journal's writer (journal_writer.go). A record
+// is marshalled by the writer, off the committer's goroutine; once it was
+// sent in an entry that has to be written again (a write cut short), the
+// entry itself is kept (data, up to last), so that an entry is always
+// rewritten with the same records under the same key.
 type pendingRecord struct {
-	seq  uint64
-	node string
-	data []byte
+	seq   uint64
+	node  string
+	rec   *pb.JournalRecord
+	sched *scheduler.Snapshot // the scheduler's counters after the record
+	data  []byte              // a marshalled entry holding seq..last
+	last  uint64
+	ctx   context.Context // the committer's: a write cut short by it is held for a flush
+	done  func(error)     // told once the record is stored, or cannot be (nil: no one waits)
 }
 
-// appendRecordLocked records a commit (or envelopes added outside a
-// firing) after it was applied. With hold (a sparse policy, not due) the
-// record is kept in memory; otherwise it is written with every record held
-// before it — published together, acknowledged together — and a snapshot
-// when one is due. Without a crash the journal is complete (history,
-// forks); a crash loses the records held, whose firings run again when the
-// work still needs them.
-func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, added []*pb.Envelope, hold bool) error {
+// appendRecordLocked queues the record of a commit (or of envelopes added
+// outside a firing) after it was applied. With hold (a sparse policy, not
+// due) the record is kept in memory until a record that is due; otherwise
+// the queue is due, and the writer writes it with every record held before
+// it — published together, acknowledged together — and a snapshot when one
+// is due. done (which may be nil) is told when the record is stored.
+// Without a crash the journal is complete (history, forks); a crash loses
+// the records held, whose firings run again when the work still needs them.
+func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, added []*pb.Envelope, hold bool, done func(error)) {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
 	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.at), Added: added}
@@ -79,91 +90,67 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 			rec.TerminalStatus, rec.TerminalReason, rec.TerminalFinal = t.Status, t.Reason, t.Final
 		}
 	}
-	if snap := j.recordSched(rec.Node); snap != nil {
-		if data, err := json.Marshal(snap); err == nil {
-			rec.Scheduler = data
-		}
-	}
-	data, err := proto.Marshal(rec)
-	if err != nil {
-		return err
-	}
+	snap := j.recordSched(rec.Node)
 	j.seq = seq
-	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, data: data})
-	if hold {
-		return nil
+	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, rec: rec, sched: snap, ctx: ctx, done: done})
+	if !hold {
+		j.due = true
 	}
-	return j.flushLocked(ctx)
 }
 
-// flushLocked writes the records held — published at once, in order, on
-// the bucket's stream, and acknowledged together (a single record is one
-// round trip, like a KV put) — then a snapshot when one is due. A record
-// the store refuses breaks the journal: nothing is written after it, so
-// what is stored stays a consistent prefix.
-func (j *journal) flushLocked(ctx context.Context) error {
-	batch := j.batch
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := j.writeRecords(ctx, batch); err != nil {
-		if ctx.Err() != nil {
-			// Cut short by the caller (the session stopping), not refused:
-			// the records stay held for a flush (rewriting one that was
-			// stored is harmless, its key is its sequence).
-			return err
+// compactPlanLocked decides how to purge the journal records older than
+// the last JournalKeep (after a snapshot that covers them; last is the
+// last record written). Entries hold several records, so what is kept
+// starts at the entry holding record last-JournalKeep+1: the entries this
+// process wrote are known by their stream sequences (j.written), and
+// everything below that entry's is purged (below). After a restart,
+// before this process wrote that far, the last JournalKeep entries are
+// kept (keep; at least as many records). j.wmu held.
+func (j *journal) compactPlanLocked(last uint64) (below, keep uint64) {
+	from := last - uint64(JournalKeep) + 1
+	at := -1
+	for i, w := range j.written {
+		if w.first > from {
+			break
 		}
-		j.broken = fmt.Errorf("checkpoint store: %w", err)
-		return j.broken
+		at = i
 	}
-	j.batch = j.batch[:0]
-	j.unsaved, j.lastWrite = 0, j.clk.Now()
-	crash.Point("after-record")
-	last := batch[len(batch)-1]
-	if last.seq/snapshotEvery != (batch[0].seq-1)/snapshotEvery || j.status != "running" {
-		crash.Point("before-snapshot")
-		ctx, cancel := clock.WithTimeout(ctx, j.clk, broker.RideThrough+time.Minute)
-		defer cancel()
-		if err := j.writeSnapshotLocked(ctx); err != nil {
-			return err
-		}
-		if last.seq/compactEvery != (batch[0].seq-1)/compactEvery {
-			if last.seq > uint64(JournalKeep) {
-				j.compactLocked(ctx)
-			}
-			j.trimLocked(ctx)
-		}
+	if at < 0 {
+		return 0, uint64(JournalKeep)
 	}
-	if j.onSaved != nil {
-		for _, r := range batch {
-			if r.node != "" {
-				j.onSaved(r.seq, r.node)
-			}
-		}
-	}
-	return nil
+	below = j.written[at].stream
+	j.written = append(j.written[:0], j.written[at:]...)
+	return below, 0
 }
 
-// compactLocked purges the journal records older than the last
-// JournalKeep (after a snapshot that covers them). A failure is logged by
-// the next one succeeding: compaction bounds the store, it is not needed
-// for correctness.
-func (j *journal) compactLocked(ctx context.Context) {
+// compact purges the journal entries below the stream sequence below, or
+// all but the last keep. A failure is made good by the next one: compaction
+// bounds the store, it is not needed for correctness.
+func (j *journal) compact(ctx context.Context, below, keep uint64) {
 	stream, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
 	if err != nil {
 		return
 	}
-	_ = stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+j.kv.Bucket()+".journal.>"), jetstream.WithPurgeKeep(uint64(JournalKeep)))
+	subject := jetstream.WithPurgeSubject("$KV." + j.kv.Bucket() + ".journal.>")
+	if below > 0 {
+		_ = stream.Purge(ctx, subject, jetstream.WithPurgeSequence(below))
+	} else if keep > 0 {
+		_ = stream.Purge(ctx, subject, jetstream.WithPurgeKeep(keep))
+	}
 }
 
-// trimLocked purges from the session's work stream what every node has
+// writtenEntry is an entry this process wrote: its first record and its
+// sequence in the bucket's stream (for compaction).
+type writtenEntry struct{ first, stream uint64 }
+
+// trim purges from the session's work stream what every node has
 // consumed: the messages of a node's inbox and incoming edges at or below
 // its acknowledgement floor, which no resume delivers again (its consumer
 // starts above the floor). What a node has not consumed stays, so the
 // stream holds the work in flight, not the session's past. A failure is
 // made good by the next trim.
-func (j *journal) trimLocked(ctx context.Context) {
-	if len(j.floors) == 0 {
+func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
+	if len(floors) == 0 {
 		return
 	}
 	stream, err := j.js.Stream(ctx, broker.StreamName(j.sess))
@@ -173,7 +160,7 @@ func (j *journal) trimLocked(ctx context.Context) {
 	if j.trimmed == nil {
 		j.trimmed = map[string]uint64{}
 	}
-	for node, floor := range j.floors {
+	for node, floor := range floors {
 		if floor <= j.trimmed[node] {
 			continue
 		}
@@ -211,13 +198,88 @@ func firstRecord(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyVa
 	return seq, nil
 }
 
-// writeRecords publishes the records and waits for their
-// acknowledgements. What a transient fault (a server restart) loses is
-// written again, from the first record not acknowledged, riding through.
-// Each write is fenced: it expects the bucket's last sequence to be the
-// one this owner wrote last, so a process that lost its lease writes
-// nothing (ErrLeaseLost).
-func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error {
+// maxEntry bounds the size of one journal entry (the server's max_payload
+// is 1 MiB by default) and maxEntryRecords its records (compaction keeps
+// whole entries): a larger batch is written as several entries.
+const (
+	maxEntry        = 256 << 10
+	maxEntryRecords = 64
+)
+
+// entry is a stored journal entry: records first..last, marshalled.
+type entry struct {
+	first, last uint64
+	data        []byte
+}
+
+// entries marshals a batch into journal entries: the records queued during
+// one write go together, the first record holding the others in its batch
+// field, under the first one's key (an entry kept from an earlier attempt
+// is kept as it was).
+func entries(batch []pendingRecord) ([]entry, error) {
+	var out []entry
+	var cur *pb.JournalRecord
+	size := 0
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		data, err := proto.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		last := cur.GetSeq()
+		if n := len(cur.Batch); n > 0 {
+			last = cur.Batch[n-1].GetSeq()
+		}
+		out = append(out, entry{first: cur.GetSeq(), last: last, data: data})
+		cur, size = nil, 0
+		return nil
+	}
+	for _, r := range batch {
+		if r.data != nil {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			out = append(out, entry{first: r.seq, last: r.last, data: r.data})
+			continue
+		}
+		if r.rec == nil {
+			continue // inside an entry kept above
+		}
+		rec := r.rec
+		if r.sched != nil && rec.Scheduler == nil {
+			if data, err := json.Marshal(r.sched); err == nil {
+				rec.Scheduler = data
+			}
+		}
+		n := proto.Size(rec)
+		if cur != nil && (size+n > maxEntry || len(cur.Batch)+1 >= maxEntryRecords) {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		if cur == nil {
+			rec.Batch = nil
+			cur = rec
+		} else {
+			cur.Batch = append(cur.Batch, rec)
+		}
+		size += n
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// writeRecords publishes the batch's entries and waits for their
+// acknowledgements together. What a transient fault (a server restart)
+// loses is written again, from the first entry not acknowledged, riding
+// through. Each write is fenced: it expects the bucket's last sequence to
+// be the one this owner wrote last, so a process that lost its lease
+// writes nothing (ErrLeaseLost).
+func (j *journal) writeRecords(ctx context.Context, batch []entry) error {
 	subject := "$KV." + j.kv.Bucket() + "."
 	acks := make([]jetstream.PubAckFuture, 0, len(batch))
 	for i, r := range batch {
@@ -225,12 +287,13 @@ func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error
 		if j.fence != 0 {
 			opts = append(opts, jetstream.WithExpectLastSequence(j.fence+uint64(i)))
 		}
-		f, err := j.js.PublishAsync(subject+recordKey(r.seq), r.data, opts...)
+		f, err := j.js.PublishAsync(subject+recordKey(r.first), r.data, opts...)
 		if err != nil {
 			break // disconnected: the rest is written the patient way
 		}
 		acks = append(acks, f)
 	}
+	crash.Point("batch-published")           // sent, no acknowledgement read yet
 	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
 	defer wait.Stop()
 	for i, r := range batch {
@@ -240,6 +303,7 @@ func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error
 				if j.fence != 0 {
 					j.fence = ack.Sequence
 				}
+				j.written = append(j.written, writtenEntry{first: r.first, stream: ack.Sequence})
 				continue
 			case err := <-acks[i].Err():
 				if !broker.Transient(err) && !wrongLast(err) {
@@ -251,8 +315,11 @@ func (j *journal) writeRecords(ctx context.Context, batch []pendingRecord) error
 				return ctx.Err()
 			}
 		}
-		if err := j.putRecord(ctx, r.seq, r.data); err != nil {
+		if err := j.putRecord(ctx, r.first, r.data); err != nil {
 			return err
+		}
+		if j.fence != 0 {
+			j.written = append(j.written, writtenEntry{first: r.first, stream: j.fence})
 		}
 	}
 	return nil
@@ -265,8 +332,8 @@ func (j *journal) putRecord(ctx context.Context, seq uint64, data []byte) error 
 	return j.putLocked(ctx, recordKey(seq), data)
 }
 
-// putLocked writes a key of the session's bucket, riding through a server
-// restart, fenced when the session holds its lease: the write expects the
+// putLocked writes a key of the session's bucket (j.wmu held: it owns the
+// fence), riding through a server restart, fenced when the session holds its lease: the write expects the
 // last sequence this owner knows. When the bucket moved on, the owner's
 // mark decides: still ours (an acknowledgement was lost, the write had
 // happened) and the write is made again after the new last sequence; an
@@ -380,9 +447,14 @@ func wrongLast(err error) bool {
 }
 
 // writeSnapshotLocked writes the whole state (and mirrors it to
-// checkpoint.json when the session has a run directory).
+// checkpoint.json when the session has a run directory); j.mu and j.wmu
+// held.
 func (j *journal) writeSnapshotLocked(ctx context.Context) error {
-	cp := j.snapshot()
+	return j.writeSnapshot(ctx, j.snapshot())
+}
+
+// writeSnapshot writes a snapshot taken of the state; j.wmu held.
+func (j *journal) writeSnapshot(ctx context.Context, cp *Checkpoint) error {
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return err
@@ -442,7 +514,21 @@ var ErrNoCheckpoint = errors.New("session: no checkpoint")
 // ErrNoCheckpoint.
 var ErrNotRecorded = fmt.Errorf("%w: nothing was recorded (its start was interrupted)", ErrNoCheckpoint)
 
-// readRecord reads journal record seq; nil when there is none.
+// records are the records of a journal entry, in order: the entry's own
+// and those written with it (its batch).
+func records(entry *pb.JournalRecord) []*pb.JournalRecord {
+	if len(entry.Batch) == 0 {
+		return []*pb.JournalRecord{entry}
+	}
+	out := make([]*pb.JournalRecord, 0, 1+len(entry.Batch))
+	out = append(out, entry)
+	out = append(out, entry.Batch...)
+	entry.Batch = nil
+	return out
+}
+
+// readRecord reads the journal entry whose first record is seq; nil when
+// there is none.
 func readRecord(ctx context.Context, kv jetstream.KeyValue, seq uint64) (*pb.JournalRecord, error) {
 	e, err := kv.Get(ctx, recordKey(seq))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -503,16 +589,21 @@ func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo 
 				session, upTo, JournalKeep, first)
 		}
 	}
-	for seq := j.seq + 1; upTo == 0 || seq <= upTo; seq++ {
-		rec, err := readRecord(ctx, kv, seq)
+	for upTo == 0 || j.seq < upTo {
+		rec, err := readRecord(ctx, kv, j.seq+1)
 		if err != nil {
 			return nil, err
 		}
 		if rec == nil {
 			break
 		}
-		if err := j.applyRecord(rec); err != nil {
-			return nil, err
+		for _, r := range records(rec) {
+			if upTo > 0 && r.GetSeq() > upTo {
+				break
+			}
+			if err := j.applyRecord(r); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if upTo > 0 && j.seq < upTo {
@@ -556,27 +647,31 @@ func History(ctx context.Context, b *broker.Broker, session string) ([]HistoryEn
 		first = kept // older records were compacted (JournalKeep)
 	}
 	var out []HistoryEntry
-	for seq := first; ; seq++ {
-		rec, err := readRecord(ctx, kv, seq)
+	for seq := first; ; {
+		entry, err := readRecord(ctx, kv, seq)
 		if err != nil {
 			return nil, err
 		}
-		if rec == nil {
+		if entry == nil {
 			break
 		}
-		h := HistoryEntry{Seq: rec.GetSeq(), Time: rec.GetTime().AsTime(), Node: rec.GetNode(), Firing: rec.GetFiring(),
-			Status: rec.GetStatus(), Reason: rec.GetReason(), Consumed: len(rec.GetConsumed()),
-			Produced: len(rec.GetProduced()) + len(rec.GetAdded()), ConsumedIDs: rec.GetConsumed()}
-		for _, e := range append(rec.GetProduced(), rec.GetAdded()...) {
-			h.ProducedIDs = append(h.ProducedIDs, e.GetId())
-		}
-		if rec.GetTerminalStatus() != "" {
-			h.Terminal = rec.GetTerminalStatus()
-			if rec.GetTerminalFinal() {
-				h.Terminal += " (run)"
+		recs := records(entry)
+		seq = recs[len(recs)-1].GetSeq() + 1
+		for _, rec := range recs {
+			h := HistoryEntry{Seq: rec.GetSeq(), Time: rec.GetTime().AsTime(), Node: rec.GetNode(), Firing: rec.GetFiring(),
+				Status: rec.GetStatus(), Reason: rec.GetReason(), Consumed: len(rec.GetConsumed()),
+				Produced: len(rec.GetProduced()) + len(rec.GetAdded()), ConsumedIDs: rec.GetConsumed()}
+			for _, e := range append(rec.GetProduced(), rec.GetAdded()...) {
+				h.ProducedIDs = append(h.ProducedIDs, e.GetId())
 			}
+			if rec.GetTerminalStatus() != "" {
+				h.Terminal = rec.GetTerminalStatus()
+				if rec.GetTerminalFinal() {
+					h.Terminal += " (run)"
+				}
+			}
+			out = append(out, h)
 		}
-		out = append(out, h)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w for session %s", ErrNoCheckpoint, session)
@@ -636,6 +731,8 @@ func ReadGraph(ctx context.Context, b *broker.Broker, session string) ([]byte, e
 // starts from (its history begins after it), and last its record of
 // itself, which makes it exist.
 func (j *journal) forked(ctx context.Context, m *Meta, dot string) error {
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if err := j.putLocked(ctx, graphKey, []byte(dot)); err != nil {
@@ -656,8 +753,8 @@ func (j *journal) recordGraph(ctx context.Context, dot string) error {
 	if j.kv == nil {
 		return nil
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	if err := j.putLocked(ctx, graphKey, []byte(dot)); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
@@ -670,8 +767,8 @@ func (j *journal) recordMeta(ctx context.Context, m *Meta) error {
 	if j.kv == nil {
 		return nil
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
 	data, _ := json.Marshal(m)
 	if err := j.putLocked(ctx, metaKey, data); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)

@@ -640,12 +640,28 @@ func (s *Session) timedJournal() actors.Journal {
 	if hook == nil {
 		return s.jr
 	}
-	clk := s.cfg.Clock
-	return actors.JournalFunc(func(ctx context.Context, c *actors.Commit) error {
-		start := clk.Now()
-		err := s.jr.Commit(ctx, c)
-		hook(clk.Now().Sub(start), err)
-		return err
+	return timedJournal{jr: s.jr, clk: s.cfg.Clock, hook: hook}
+}
+
+// timedJournal times each commit, from its call to its record stored.
+type timedJournal struct {
+	jr   *journal
+	clk  clock.Clock
+	hook func(time.Duration, error)
+}
+
+func (t timedJournal) Commit(ctx context.Context, c *actors.Commit) error {
+	start := t.clk.Now()
+	err := t.jr.Commit(ctx, c)
+	t.hook(t.clk.Now().Sub(start), err)
+	return err
+}
+
+func (t timedJournal) CommitAsync(ctx context.Context, c *actors.Commit, done func(error)) {
+	start := t.clk.Now()
+	t.jr.CommitAsync(ctx, c, func(err error) {
+		t.hook(t.clk.Now().Sub(start), err)
+		done(err)
 	})
 }
 

@@ -86,9 +86,9 @@ func (s *Session) End(by string) error {
 	if s.cfg.Durable && s.jr.kv != nil {
 		data, _ := json.Marshal(StopRecord{By: by, At: s.cfg.Clock.Now().UTC()})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		s.jr.mu.Lock()
+		s.jr.wmu.Lock()
 		err = s.jr.putLocked(ctx, stoppedKey, data)
-		s.jr.mu.Unlock()
+		s.jr.wmu.Unlock()
 		cancel()
 		if err != nil {
 			err = fmt.Errorf("session %s: recording the stop: %w", s.id, err)

@@ -176,7 +176,7 @@ func lastEvent(t *testing.T, out []byte) map[string]any {
 	return last
 }
 
-// TestCrashPipeline kills a pipeline at 24 points of the runtime (between
+// TestCrashPipeline kills a pipeline at 28 points of the runtime (between
 // a commit and its publications, between publications, between publish
 // and acknowledgement, in handlers, while a join waits, in the journal)
 // and resumes it: the committed firings, the envelopes consumed and
@@ -202,6 +202,8 @@ func TestCrashPipeline(t *testing.T) {
 		"join-wait:1", "join-wait:2",
 		"after-record:6", "after-record:12",
 		"before-snapshot:1",
+		"batch-published:4", "batch-published:9",
+		"batch-acked:3", "batch-acked:10",
 	}
 	var survived, lost, doubled, reruns int
 	for _, p := range points {
@@ -316,7 +318,7 @@ func keys(m map[string]int) []string {
 	return out
 }
 
-// TestCrashServe kills a served reactive session at 7 points while an
+// TestCrashServe kills a served reactive session at 9 points while an
 // outside client publishes a stream of 30 envelopes onto it (one kill lands
 // while a debounce window holds envelopes), serves it again from the same
 // store and publishes what was not accepted: every envelope is consumed
@@ -327,7 +329,8 @@ func TestCrashServe(t *testing.T) {
 	feed, err := filepath.Abs("testdata/feed.dot")
 	require.NoError(t, err)
 	const total = 30
-	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "after-ack:12", "after-record:15"}
+	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "after-ack:12", "after-record:15",
+		"batch-published:6", "batch-acked:9"}
 	var survived, lost, doubled int
 	for _, p := range points {
 		t.Run(p, func(t *testing.T) {

@@ -277,7 +277,11 @@ type JournalRecord struct {
 	// added are envelopes published outside a firing (the first input).
 	Added []*Envelope `protobuf:"bytes,17,rep,name=added,proto3" json:"added,omitempty"`
 	// context_base: see context.
-	ContextBase   string `protobuf:"bytes,18,opt,name=context_base,json=contextBase,proto3" json:"context_base,omitempty"`
+	ContextBase string `protobuf:"bytes,18,opt,name=context_base,json=contextBase,proto3" json:"context_base,omitempty"`
+	// batch are the records written together with this one, in order
+	// (seq + 1, seq + 2, ...): the journal writes the records of the firings
+	// that queued up during a write as one entry, under the first one's key.
+	Batch         []*JournalRecord `protobuf:"bytes,19,rep,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -438,6 +442,13 @@ func (x *JournalRecord) GetContextBase() string {
 	return ""
 }
 
+func (x *JournalRecord) GetBatch() []*JournalRecord {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_switchyard_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
@@ -465,7 +476,7 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\afirings\x18\n" +
 	" \x01(\x04R\afirings\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12%\n" +
-	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xfb\x04\n" +
+	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xaf\x05\n" +
 	"\rJournalRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
@@ -485,7 +496,8 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\x05usage\x18\x0f \x01(\v2\x14.switchyard.v1.UsageR\x05usage\x12\x1c\n" +
 	"\tscheduler\x18\x10 \x01(\fR\tscheduler\x12-\n" +
 	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05added\x12!\n" +
-	"\fcontext_base\x18\x12 \x01(\tR\vcontextBaseBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\fcontext_base\x18\x12 \x01(\tR\vcontextBase\x122\n" +
+	"\x05batch\x18\x13 \x03(\v2\x1c.switchyard.v1.JournalRecordR\x05batchBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_checkpoint_proto_rawDescOnce sync.Once
@@ -520,11 +532,12 @@ var file_switchyard_v1_checkpoint_proto_depIdxs = []int32{
 	5,  // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
 	3,  // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
 	6,  // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 10: switchyard.v1.JournalRecord.batch:type_name -> switchyard.v1.JournalRecord
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_checkpoint_proto_init() }

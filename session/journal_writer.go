@@ -1,0 +1,282 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/crash"
+)
+
+// The durable journal's writer. A commit does no I/O: it applies the
+// firing to the state in memory and queues its record (CommitAsync, from
+// the node's actor). One writer goroutine writes what is queued: it takes
+// every record queued so far, publishes them at once on the bucket's stream
+// (each fenced by the sequence expected before it), waits for their
+// acknowledgements together, writes a snapshot when one is due, and then
+// tells each record's committer, in order. Commits that arrive meanwhile
+// queue up and make the next batch: the journal costs one round trip per
+// batch, not per firing, and a node fires its next input while its last
+// firing's record is on its way. A committer acts on a firing (publishes its
+// outputs, acknowledges its inputs) only once told its record is stored, so
+// an acknowledged input always has its firing journaled.
+//
+// The writer runs while records are due and ends when none is left (an idle
+// session has no writer goroutine); flush waits for it. Its writes, and every
+// other write of the bucket (the fence is one sequence), hold j.wmu; the
+// state (j.mu) is held only to take a batch and to settle it, never while
+// waiting for the store. Lock order: wmu, then mu.
+
+// taken is a batch of records the writer took, and what goes with it.
+type taken struct {
+	ctx     context.Context
+	recs    []pendingRecord
+	snap    *Checkpoint       // the state after the last record, when a snapshot is due
+	compact uint64            // purge the records older than JournalKeep before this one, after the snapshot (0: not now)
+	floors  map[string]uint64 // trim the work stream below these (nil: not now)
+	snapErr bool              // the error came from the snapshot, not a record
+	entries []entry           // the records as written
+	later   []pendingRecord   // records queued after a failed batch: they fail too
+}
+
+// CommitAsync implements actors.AsyncJournal: the commit is applied and its
+// record queued; done is called once the record is stored (durable), at
+// once otherwise (a sparse policy holding it, a session that is not
+// durable, a journal already broken). It never waits for I/O; done may be
+// called on the caller's goroutine or on the writer's, and must not block.
+func (j *journal) CommitAsync(ctx context.Context, c *actors.Commit, done func(error)) {
+	j.mu.Lock()
+	if j.kv == nil {
+		err := j.commitFileLocked(c)
+		j.mu.Unlock()
+		done(err)
+		return
+	}
+	if j.broken != nil {
+		err := j.broken
+		j.mu.Unlock()
+		done(err)
+		return
+	}
+	j.apply(c)
+	if c.Status != "" {
+		j.unsaved++
+	}
+	final := j.status != "running"
+	hold := !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final)
+	wait := done
+	if hold {
+		wait = nil
+	}
+	j.appendRecordLocked(ctx, c, nil, hold, wait)
+	if hold {
+		j.mu.Unlock()
+		done(nil)
+		return
+	}
+	j.startWriterLocked()
+	j.mu.Unlock()
+}
+
+// startWriterLocked starts the writer unless it runs (j.mu held).
+func (j *journal) startWriterLocked() {
+	if j.writing || !j.due {
+		return
+	}
+	j.writing = true
+	j.wwg.Add(1)
+	go j.writer()
+}
+
+// writer writes batches while records are due.
+func (j *journal) writer() {
+	defer j.wwg.Done()
+	for {
+		j.wmu.Lock()
+		j.mu.Lock()
+		if !j.due || j.broken != nil || len(j.batch) == 0 {
+			j.writing = false
+			j.mu.Unlock()
+			j.wmu.Unlock()
+			return
+		}
+		t := j.takeLocked(nil)
+		j.mu.Unlock()
+		j.writeBatch(t)
+		j.wmu.Unlock()
+	}
+}
+
+// writeHeld writes every record queued or held, with ctx (j.wmu held, j.mu
+// not): a flush.
+func (j *journal) writeHeld(ctx context.Context) error {
+	j.mu.Lock()
+	if j.broken != nil {
+		err := j.broken
+		j.mu.Unlock()
+		return err
+	}
+	if len(j.batch) == 0 {
+		j.mu.Unlock()
+		return nil
+	}
+	t := j.takeLocked(ctx)
+	j.mu.Unlock()
+	return j.writeBatch(t)
+}
+
+// takeLocked takes every record queued (j.mu held), with ctx (nil: the
+// last record's committer's), and the snapshot of the state after them
+// when one is due.
+func (j *journal) takeLocked(ctx context.Context) *taken {
+	t := &taken{recs: j.batch}
+	j.batch, j.due = nil, false
+	if ctx == nil {
+		ctx = t.recs[len(t.recs)-1].ctx
+	}
+	t.ctx = ctx
+	j.unsaved, j.lastWrite = 0, j.clk.Now()
+	first, last := t.recs[0].seq, t.recs[len(t.recs)-1].seq
+	if last/snapshotEvery != (first-1)/snapshotEvery || j.status != "running" {
+		t.snap = j.snapshot()
+		if last/compactEvery != (first-1)/compactEvery {
+			if last > uint64(JournalKeep) {
+				t.compact = last
+			}
+			t.floors = copyMap(j.floors)
+		}
+	}
+	return t
+}
+
+// writeBatch writes a batch taken (j.wmu held), settles the journal and
+// tells the committers, in order; it returns what they were told.
+func (j *journal) writeBatch(t *taken) error {
+	err := j.writeTaken(t)
+	j.mu.Lock()
+	err = j.settleLocked(t, err)
+	j.mu.Unlock()
+	for _, r := range t.recs {
+		if r.done != nil {
+			r.done(err)
+		}
+	}
+	for _, r := range t.later {
+		if r.done != nil {
+			r.done(err)
+		}
+	}
+	return err
+}
+
+// writeTaken writes a batch's records, then its snapshot (j.wmu held).
+func (j *journal) writeTaken(t *taken) error {
+	es, err := entries(t.recs)
+	if err != nil {
+		return err
+	}
+	t.entries = es
+	if err := j.writeRecords(t.ctx, es); err != nil {
+		return err
+	}
+	crash.Point("after-record")
+	if t.snap != nil {
+		crash.Point("before-snapshot")
+		ctx, cancel := clock.WithTimeout(t.ctx, j.clk, broker.RideThrough+time.Minute)
+		defer cancel()
+		if err := j.writeSnapshot(ctx, t.snap); err != nil {
+			t.snapErr = true
+			return err
+		}
+		if t.floors != nil {
+			j.maintainLocked(t.compact, t.floors)
+		}
+	}
+	if j.onSaved != nil {
+		for _, r := range t.recs {
+			if r.node != "" {
+				j.onSaved(r.seq, r.node)
+			}
+		}
+	}
+	crash.Point("batch-acked") // stored; no committer told yet
+	return nil
+}
+
+// settleLocked records how a batch went (j.mu held) and returns what its
+// committers are told. A batch cut short by its context (the session
+// stopping) goes back to the front of the queue for a flush — rewriting a
+// record that was stored is harmless, its key is its sequence — and is not
+// due until then. A batch the store refused breaks the journal: nothing is
+// written after it (the records queued behind it fail as well), so what is
+// stored stays a consistent prefix.
+func (j *journal) settleLocked(t *taken, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case t.ctx.Err() != nil:
+		back := make([]pendingRecord, 0, len(t.recs)+len(j.batch))
+		if t.entries == nil {
+			for _, r := range t.recs {
+				r.ctx, r.done = context.Background(), nil
+				back = append(back, r)
+			}
+		}
+		for _, e := range t.entries {
+			back = append(back, pendingRecord{seq: e.first, last: e.last, data: e.data, ctx: context.Background()})
+		}
+		j.batch = append(back, j.batch...)
+		return err
+	}
+	if j.broken == nil {
+		if t.snapErr {
+			j.broken = err
+		} else {
+			j.broken = fmt.Errorf("checkpoint store: %w", err)
+		}
+	}
+	t.later, j.batch, j.due = j.batch, nil, false
+	return j.broken
+}
+
+var (
+	_ actors.AsyncJournal = (*journal)(nil)
+	_ actors.AsyncJournal = timedJournal{}
+)
+
+// maintainLocked starts the store's upkeep after a snapshot: the journal's
+// compaction (when last > 0) and the work stream's trim below floors. It
+// runs on a goroutine of its own, one at a time, so that purges (which the
+// server makes in time proportional to what they scan) never hold up the
+// records behind them; when one is still running, this one is skipped — the
+// next does its work as well (floors only rise, and a compaction purges
+// everything below a point). j.wmu held.
+func (j *journal) maintainLocked(last uint64, floors map[string]uint64) {
+	j.mu.Lock()
+	busy := j.maintaining
+	j.maintaining = true
+	j.mu.Unlock()
+	if busy {
+		return
+	}
+	var below, keep uint64
+	if last > 0 {
+		below, keep = j.compactPlanLocked(last)
+	}
+	j.mwg.Add(1)
+	go func() {
+		defer j.mwg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if below > 0 || keep > 0 {
+			j.compact(ctx, below, keep)
+		}
+		j.trim(ctx, floors)
+		j.mu.Lock()
+		j.maintaining = false
+		j.mu.Unlock()
+	}()
+}
