@@ -97,6 +97,7 @@ type nodeActor struct {
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
 	emptied  bool   // retiring: what the buffers held was discarded
+	halted   bool   // the scheduler stopped the node for good: what arrives is refused
 
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed
@@ -327,6 +328,10 @@ func (a *nodeActor) Receive(c actor.Context) {
 				}
 			}
 		}
+		if a.halted {
+			a.refuseHeld() // stopped for good: refused as it comes
+			return
+		}
 		if !a.s.sched.Wants(a.node.ID, m.edge) {
 			if w := a.s.sched.Waiting(a.node.ID); w != "" {
 				a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, EdgeId: m.edge, Message: w})
@@ -556,6 +561,44 @@ func (a *nodeActor) onNotice(kind string) {
 		}
 	case "admit":
 		// tryFire asks again
+	case "stopped":
+		a.refuseHeld()
+	}
+}
+
+// refuseHeld refuses, once the scheduler stopped the node for good (a
+// budget spent, an iteration cap, a stall), every envelope it holds: the
+// batches queued, what its gate holds (a join's arrivals, a manual gate's)
+// and what waits in its buffers — on record and acknowledged, with the
+// stop's reason, at the moment of the stop rather than at a trigger or
+// wake-up that may never come. Arrivals after that are refused as they
+// come (halted).
+func (a *nodeActor) refuseHeld() {
+	held, reason, cause, stopped := a.s.sched.TakeHeld(a.node.ID)
+	if !stopped {
+		return
+	}
+	a.halted = true
+	for len(a.queue) > 0 {
+		batch := a.queue[0]
+		a.queue, a.head = a.queue[1:], nil
+		a.refuse(batch, reason, cause)
+	}
+	rest := make([]*pb.Envelope, 0, len(held))
+	for _, in := range held {
+		rest = append(rest, in.Item.(*pb.Envelope))
+	}
+	for _, eb := range a.bufs {
+		for {
+			env, ok := eb.b.Pop()
+			if !ok {
+				break
+			}
+			rest = append(rest, env)
+		}
+	}
+	if len(rest) > 0 {
+		a.refuse(rest, reason, cause)
 	}
 }
 
@@ -590,6 +633,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 					a.take()
 				}
 			}
+			a.refuseHeld()
 			return
 		}
 		a.waiting = w.Reason // an "admit" notice will try again

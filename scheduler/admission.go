@@ -204,16 +204,51 @@ func budgetSpent(b *budget, d dimension) (string, map[string]string) {
 // NoticeCancel for each.
 func (s *Scheduler) Charge(t *Ticket, u Usage) []Event {
 	s.mu.Lock()
-	evs, cancel, wake := s.chargeLocked(t.Node, u, 0)
+	evs, cancel, wake, stopped := s.chargeLocked(t.Node, u, 0)
 	s.mu.Unlock()
 	for _, n := range cancel {
 		s.notify(Notice{Node: n, Kind: NoticeCancel})
 	}
+	s.notifyStopped(stopped)
 	s.wakeAll(wake, "")
 	return evs
 }
 
-func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs []Event, cancel, wake []string) {
+// notifyStopped sends NoticeStopped to each node a budget stopped (called
+// without the lock).
+func (s *Scheduler) notifyStopped(stopped []string) {
+	for _, n := range stopped {
+		s.notify(Notice{Node: n, Kind: NoticeStopped})
+	}
+}
+
+// TakeHeld empties the gate of a stopped node and returns what it held,
+// with the reason and cause of the stop; stopped is false (and nothing is
+// taken) while the node may still fire.
+func (s *Scheduler) TakeHeld(node string) (held []Input, reason string, cause error, stopped bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cause, stopped = s.stopped[node]
+	if !stopped {
+		return nil, "", nil, false
+	}
+	if st := s.states[node]; st != nil {
+		reason = st.Reason
+	}
+	switch g := s.gates[node].(type) {
+	case *gateAll:
+		held = drainGate(g)
+		g.stopTimer()
+		g.queued, g.state = map[string][]Input{}, map[string]edgeState{}
+	case *gateManual:
+		held, g.held = g.held, nil
+	case *gateCron:
+		held, g.held = g.held, nil
+	}
+	return held, reason, cause, true
+}
+
+func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs []Event, cancel, wake, stopped []string) {
 	var scopes []string
 	if nc := s.cfg.Nodes[node]; nc != nil {
 		scopes = nc.Scopes
@@ -241,6 +276,7 @@ func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs 
 				continue
 			}
 			wake = append(wake, s.stopLocked(id, ErrBudgetExceeded, CauseBudgetSpent, reason, fields)...)
+			stopped = append(stopped, id)
 		}
 		for t := range s.running {
 			if contains(s.scopesOf(t.Node), scope) && !contains(cancel, t.Node) {
@@ -248,7 +284,7 @@ func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs 
 			}
 		}
 	}
-	return evs, cancel, wake
+	return evs, cancel, wake, stopped
 }
 
 // Release ends a run: it charges the budgets with the run's usage and wall
@@ -262,7 +298,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 		return nil
 	}
 	delete(s.running, t)
-	evs, cancel, wake := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
+	evs, cancel, wake, stopped := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
 	if w := s.stallFor(t.Node); w != nil {
 		if stalled, evidence := w.observe(r); stalled {
 			reason := fmt.Sprintf("node %s stalled: the same input and the same result %d times in a row (%s)", t.Node, w.after, evidence)
@@ -285,6 +321,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 	for _, n := range cancel {
 		s.notify(Notice{Node: n, Kind: NoticeCancel})
 	}
+	s.notifyStopped(stopped)
 	s.wakeAll(wake, t.Node)
 	return evs
 }

@@ -67,7 +67,9 @@ func TestStoppedWaiterLeavesTheQueue(t *testing.T) {
 	}
 	evs := s.Charge(tx, scheduler.Usage{OutputTokens: 20})
 	require.Equal(t, scheduler.EventBudgetExceeded, evs[len(evs)-1].Kind)
-	require.Equal(t, []scheduler.Notice{{Node: "x", Kind: scheduler.NoticeCancel}}, ns.take())
+	require.ElementsMatch(t, []scheduler.Notice{{Node: "x", Kind: scheduler.NoticeCancel},
+		{Node: "x", Kind: scheduler.NoticeStopped}, {Node: "y", Kind: scheduler.NoticeStopped}}, ns.take(),
+		"the running x is cancelled; x and y are told they are stopped (they refuse what they hold)")
 	st, _ := s.State("y")
 	require.Equal(t, scheduler.StateStopped, st.State, "the subgraph's spent budget stops y while it waits")
 	require.Equal(t, scheduler.CauseBudgetSpent, st.Cause)

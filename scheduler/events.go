@@ -37,6 +37,10 @@ const (
 	// NoticeStall: the session made no progress for stall_timeout; call
 	// Scheduler.StallTimeout (Notice.Node is "").
 	NoticeStall = "stall"
+	// NoticeStopped: a budget stopped Notice.Node: it will never fire
+	// again, so what it holds is refused now — what its gate holds
+	// (Scheduler.TakeHeld) and what waits in its buffers.
+	NoticeStopped = "stopped"
 )
 
 // Notice asks the owner to call back into the scheduler. Notices come from

@@ -51,8 +51,9 @@ func TestBudgetCrossedDuringRunCancels(t *testing.T) {
 	evs := s.Charge(ta, scheduler.Usage{Cost: 1.5})
 	require.Equal(t, "budget.threshold", evs[0].Kind)
 	require.Equal(t, "budget.exceeded", evs[1].Kind)
-	require.ElementsMatch(t, []scheduler.Notice{{Node: "a", Kind: "cancel"}, {Node: "b", Kind: "cancel"}}, ns.take(),
-		"a graph budget crossed mid-run cancels every running handler under it")
+	require.ElementsMatch(t, []scheduler.Notice{{Node: "a", Kind: "cancel"}, {Node: "b", Kind: "cancel"},
+		{Node: "a", Kind: scheduler.NoticeStopped}, {Node: "b", Kind: scheduler.NoticeStopped}}, ns.take(),
+		"a graph budget crossed mid-run cancels every running handler under it and stops every node under it")
 	s.Release(ta, scheduler.Result{Status: "fail"})
 	s.Release(tb, scheduler.Result{Status: "fail"})
 	_, w, _ := s.Admit("b")
@@ -309,4 +310,25 @@ func TestStallWindow(t *testing.T) {
 			require.Zero(t, tc.stallAt)
 		})
 	}
+}
+
+// TestTakeHeldEmptiesAStoppedGate: a join's arrivals are handed back once a
+// budget stopped its node (and the gate holds nothing after), never before.
+func TestTakeHeldEmptiesAStoppedGate(t *testing.T) {
+	s, _, ns := newSched(t, `digraph g { budget_tokens=10; a; b; j [trigger=all]; a -> j; b -> j }`)
+	d, err := s.Offer("j", "a.j", "a1")
+	require.NoError(t, err)
+	require.False(t, d.Fire)
+	held, _, _, stopped := s.TakeHeld("j")
+	require.False(t, stopped, "j may still fire")
+	require.Empty(t, held)
+	s.Release(admit(t, s, "a"), scheduler.Result{Status: "success", OutputHash: "1", Usage: scheduler.Usage{OutputTokens: 20}})
+	require.Contains(t, ns.take(), scheduler.Notice{Node: "j", Kind: scheduler.NoticeStopped})
+	held, reason, cause, stopped := s.TakeHeld("j")
+	require.True(t, stopped)
+	require.ErrorIs(t, cause, scheduler.ErrBudgetExceeded)
+	require.Contains(t, reason, "budget")
+	require.Equal(t, []scheduler.Input{{Edge: "a.j", Item: "a1"}}, held)
+	held, _, _, _ = s.TakeHeld("j")
+	require.Empty(t, held, "taken once")
 }

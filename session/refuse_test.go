@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
@@ -162,6 +163,84 @@ func TestBudgetCrossedDuringRunFailsWithTheBudget(t *testing.T) {
 				require.Equal(t, "spend", rep.FailedNode)
 				require.ErrorIs(t, rep.Cause, scheduler.ErrBudgetExceeded)
 			}
+		})
+	}
+}
+
+// TestBudgetStopRefusesWhatGatesHold: when a budget stops a node, the
+// envelopes a manual gate or a join holds (in the gate or in the node's
+// buffers) are refused — naming the budget, on record, acknowledged — at
+// that moment, not at a trigger or wake-up that may never come. The time
+// budget runs on the session's fake clock.
+func TestBudgetStopRefusesWhatGatesHold(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		first     func(l *live) // makes the node fire once
+		more      []string      // subjects of the envelopes sent while it runs
+	}{
+		{"manual", `digraph s { kind="session"; gate [type="custom.echo", trigger=manual, budget_time=1h] }`,
+			func(l *live) {
+				l.publish(t, broker.NodeIn(l.s.ID(), "gate"), "first")
+				explainUntil(t, l, "gate", "held=1")
+				require.NoError(t, l.s.System().Trigger("gate", nil))
+			},
+			[]string{"node.gate.in", "node.gate.in", "node.gate.in"}},
+		{"join", `digraph s { kind="session"; a [type="custom.echo"]; b [type="custom.echo"]
+			gate [type="custom.echo", trigger=all, budget_time=1h]; a -> gate; b -> gate }`,
+			func(l *live) {
+				l.publish(t, broker.Edge(l.s.ID(), "a.gate"), "a1")
+				l.publish(t, broker.Edge(l.s.ID(), "b.gate"), "b1")
+			},
+			[]string{"edge.a.gate", "edge.a.gate", "edge.b.gate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRun(t)
+			clk := clock.NewFake(farFuture)
+			cfg := r.config(r.load(tc.src))
+			cfg.ID, cfg.Durable, cfg.LogsDir, cfg.Clock = "refuse-"+tc.name, true, "", clk
+			started := make(chan string, 4)
+			blockUntilDone(t, &cfg, started)
+			l := startLive(t, r, cfg)
+			tc.first(l)
+			select {
+			case <-started:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the node never fired")
+			}
+			for i, subj := range tc.more {
+				l.publish(t, "sy."+l.s.ID()+"."+subj, fmt.Sprint("more ", i))
+			}
+			explainUntil(t, l, "gate", fmt.Sprintf("held=%d", len(tc.more)))
+			clk.Advance(time.Hour) // the time budget runs out: the run is cancelled and the node stopped
+			ev := l.waitEvent(t, "gate completed", completedBy("gate"))
+			require.Equal(t, "fail", ev.Status)
+			refused := map[string]bool{}
+			for len(refused) < len(tc.more) {
+				ev := l.waitEvent(t, "refusal", func(ev *pb.Event) bool { return ev.Kind == "node.refused" && ev.Node == "gate" })
+				require.Contains(t, ev.Message, "budget")
+				for _, kv := range ev.Attrs {
+					if kv.Key == "envelopes" {
+						for _, id := range strings.Split(kv.Value, ",") {
+							require.False(t, refused[id], "%s refused twice", id)
+							refused[id] = true
+						}
+					}
+				}
+			}
+			// Acknowledged: nothing of the node's input is left pending.
+			cons, err := l.broker.JetStream().Consumer(context.Background(), broker.StreamName(l.s.ID()), actors.ConsumerName)
+			require.NoError(t, err)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				info, err := cons.Info(context.Background())
+				require.NoError(t, err)
+				if info.NumAckPending == 0 && info.NumPending == 0 {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "still unacknowledged: %d pending acks", info.NumAckPending)
+				time.Sleep(20 * time.Millisecond) // polling the server's count, not synchronising
+			}
+			require.Len(t, started, 0, "the refused envelopes never ran")
 		})
 	}
 }
