@@ -25,12 +25,17 @@ import (
 // record per commit under journal.<seq> (protobuf JournalRecord), and now
 // and then a snapshot of the whole state under checkpoint.latest (the JSON
 // Checkpoint). The state after record N is the latest snapshot at or
-// before N with the records after it applied in order. A commit costs one
-// small KV write; the records are the session's history.
+// before N with the records after it applied in order. The records are
+// written in batches (journal_writer.go), several to a KV entry; they are
+// the session's history.
 
 // snapshotEvery is how many records a durable session writes between two
-// snapshots (and the last record always has one).
-const snapshotEvery = 64
+// snapshots (a write that passes a multiple of it, or of compactEvery, is
+// followed by one; and the last record always has one). A resume reads the
+// snapshot and the entries after it: at most snapshotEvery records, in
+// entries of up to 64. A snapshot is one more round trip (and the whole
+// state marshalled), so a busy session writes one per 1,024 records.
+const snapshotEvery = 1024
 
 // JournalKeep is how many journal records a durable session keeps: its
 // history (switchyard history) and the checkpoints a fork may start from

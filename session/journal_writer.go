@@ -140,9 +140,10 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 	t.ctx = ctx
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
 	first, last := t.recs[0].seq, t.recs[len(t.recs)-1].seq
-	if last/snapshotEvery != (first-1)/snapshotEvery || j.status != "running" {
+	compact := last/compactEvery != (first-1)/compactEvery
+	if compact || last/snapshotEvery != (first-1)/snapshotEvery || j.status != "running" {
 		t.snap = j.snapshot()
-		if last/compactEvery != (first-1)/compactEvery {
+		if compact {
 			if last > uint64(JournalKeep) {
 				t.compact = last
 			}
