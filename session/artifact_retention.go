@@ -55,9 +55,11 @@ type sweeper struct {
 	mu   sync.Mutex
 	last uint64 // the commit of the last kick
 
-	gens    [][]string   // object names seen by each of the last sweeps, oldest first
-	deleted atomic.Int64 // objects deleted so far (tests, measurements)
-	sweeps  atomic.Int64 // sweeps done
+	gens    []generation  // object names seen by each of the last sweeps, oldest first
+	maxGap  uint64        // the most commits between two sweeps (tests, measurements; the sweep's goroutine)
+	swept   atomic.Uint64 // the last commit the last sweep knew of (tests)
+	deleted atomic.Int64  // objects deleted so far (tests, measurements)
+	sweeps  atomic.Int64  // sweeps done
 }
 
 func newSweeper(js jetstream.JetStream, session string, pending func() map[string]bool, log func(string, ...any)) *sweeper {
@@ -130,9 +132,19 @@ func (w *sweeper) sweep(ctx context.Context) error {
 	for _, name := range names {
 		now[name] = true
 	}
-	if len(w.gens) >= generations() {
-		var live map[string]bool
-		for _, name := range w.gens[0] {
+	w.mu.Lock()
+	cur := w.last
+	w.mu.Unlock()
+	// Old: what a sweep saw JournalKeep commits ago or more (sweeps that
+	// fell behind a burst of commits are fewer, not later: counting
+	// commits, not sweeps, deletes on time all the same).
+	old := 0
+	for old < len(w.gens) && (w.gens[old].seq+uint64(JournalKeep) <= cur || len(w.gens)-old > generations()) {
+		old++
+	}
+	var live map[string]bool
+	for _, g := range w.gens[:old] {
+		for _, name := range g.names {
 			if !now[name] {
 				continue
 			}
@@ -150,15 +162,25 @@ func (w *sweeper) sweep(ctx context.Context) error {
 			delete(now, name)
 			w.deleted.Add(1)
 		}
-		w.gens = w.gens[1:]
 	}
+	w.gens = w.gens[old:]
 	seen := make([]string, 0, len(now))
 	for name := range now {
 		seen = append(seen, name)
 	}
-	w.gens = append(w.gens, seen)
+	if len(w.gens) > 0 {
+		w.maxGap = max(w.maxGap, cur-w.gens[len(w.gens)-1].seq)
+	}
+	w.gens = append(w.gens, generation{seq: cur, names: seen})
+	w.swept.Store(cur)
 	w.sweeps.Add(1)
 	return nil
+}
+
+// generation is what one sweep saw, and the last commit it knew of.
+type generation struct {
+	seq   uint64
+	names []string
 }
 
 // liveRefs are the objects live envelopes refer to: those pending in the
