@@ -670,8 +670,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		cancel = func() { inner(); stop() }
 	}
 	a.cancel = cancel
-	a.s.Emit(&pb.Event{Kind: "node.started", Node: a.node.ID, Attempts: 1,
-		Attrs: append([]*pb.KV{{Key: "firing", Value: strconv.FormatUint(firing, 10)}, {Key: "type", Value: a.typ}}, callerAttrs(job.caller)...)})
+	a.s.Emit(a.startedEvent(firing, job.caller))
 	if a.inline {
 		// A handler that never blocks runs here; its result is the next
 		// message of this mailbox.
@@ -736,6 +735,13 @@ type job struct {
 	ticket  *scheduler.Ticket // the scheduler's admission of this firing
 	charged nodes.Usage       // usage already charged during the run
 	missing []string          // join inputs that did not arrive (join timeout, quorum)
+
+	// Room for what most firings need, in the job's own allocation: the
+	// message of a batch of one and the keys a firing usually sets.
+	msg1     [1]nodes.Message
+	changed8 [8]string
+	// attemptIn is the input of the attempt running (run.go).
+	attemptIn nodes.Input
 }
 
 // prepare builds the firing of batch from tc, its first envelope's
@@ -767,9 +773,14 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext
 		j.branches = cloneBranches(bs)
 	}
 	j.ctx["current_node"] = a.node.ID
-	j.changed = append(make([]string, 0, 8), "current_node")
+	j.changed = append(j.changed8[:0], "current_node")
 	a.s.threads.fill(j.ctx, &j.changed)
-	msgs := make([]nodes.Message, len(batch))
+	var msgs []nodes.Message
+	if len(batch) <= len(j.msg1) {
+		msgs = j.msg1[:len(batch)]
+	} else {
+		msgs = make([]nodes.Message, len(batch))
+	}
 	for i, env := range batch {
 		msgs[i] = toMessage(env)
 	}

@@ -138,16 +138,19 @@ func (a *nodeActor) finish(m *runDone) bool {
 		commit.Produced = append(commit.Produced, h.env)
 	}
 
-	ev := &pb.Event{Kind: "node.completed", Node: a.node.ID, Status: string(o.Status),
-		Attempts: uint32(j.attempts), DurationMs: durationMS(j.dur), Usage: commit.Usage,
-		Message: summary(o)}
+	eb := a.completedEvent()
+	ev := &eb.ev
+	ev.Status, ev.Attempts, ev.DurationMs, ev.Usage, ev.Message = string(o.Status), uint32(j.attempts), durationMS(j.dur), commit.Usage, summary(o)
 	if o.Status == nodes.StatusFail || o.FailureReason != "" {
-		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "failure_reason", Value: o.FailureReason})
+		eb.add("failure_reason", o.FailureReason)
 	}
 	if o.Continue != "" && o.Status != nodes.StatusFail {
-		ev.Attrs = append(ev.Attrs, &pb.KV{Key: "continue", Value: string(o.Continue)})
+		eb.add("continue", string(o.Continue))
 	}
 	ev.Attrs = append(ev.Attrs, callerAttrs(job.caller)...)
+	if len(ev.Attrs) == 0 {
+		ev.Attrs = nil // as before: no attributes is a nil list
+	}
 	if a.s.cfg.JetStream == nil {
 		// Not durable: the commit only updates the journal in memory (its
 		// file is written in the background) and core NATS publications

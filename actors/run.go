@@ -108,7 +108,10 @@ func applyFailurePolicy(policy string, o *nodes.Outcome) {
 // attempts runs the handler until it succeeds or its retries are spent.
 func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backoff func(int) time.Duration, retryOnFail bool, start time.Time) *runResult {
 	for attempt := 1; ; attempt++ {
-		in := j.in
+		// Each attempt starts from the firing's input, in the job's own
+		// room for it (a copy on the heap per attempt otherwise).
+		j.attemptIn = j.in
+		in := &j.attemptIn
 		in.Attempt = attempt
 		in.AttemptID = a.s.cfg.SessionID + "/" + j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/" + strconv.Itoa(attempt)
 		in.Emit = func(kind string, fields map[string]any) {
@@ -131,7 +134,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 			j.charged = j.charged.Add(u)
 			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
 		}
-		o := a.call(ctx, j, &in)
+		o := a.call(ctx, j, in)
 		if ctx.Err() != nil && !o.Status.IsSuccess() {
 			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {
 				o.FailureReason = cause.Error()
