@@ -451,6 +451,14 @@ func (e *Edge) Bidirectional() bool { return e.Attrs.String("dir") == "both" }
 func (e *Edge) LoopRestart() bool { return e.Attrs.Bool("loop_restart") }
 
 func guessKind(text string) Kind {
+	if !mayBeNumber(text) {
+		// Most values are words: strconv's errors for them cost two
+		// allocations each, for every attribute of every node built.
+		if text == "true" || text == "false" {
+			return KindBool
+		}
+		return KindString
+	}
 	if _, err := strconv.Atoi(text); err == nil {
 		return KindInt
 	}
@@ -461,4 +469,17 @@ func guessKind(text string) Kind {
 		return KindBool
 	}
 	return KindString
+}
+
+// mayBeNumber reports whether text starts as strconv.Atoi or ParseFloat
+// may accept: a digit, a sign, a point, or inf / nan in any case.
+func mayBeNumber(text string) bool {
+	if text == "" {
+		return false
+	}
+	switch c := text[0]; {
+	case c >= '0' && c <= '9', c == '+', c == '-', c == '.', c == 'i', c == 'I', c == 'n', c == 'N':
+		return true
+	}
+	return false
 }
