@@ -53,6 +53,15 @@ func StandardBackoff(n int) time.Duration {
 // retryPolicy is a node's policy: retry_policy chooses a preset; an explicit
 // max_retries (or the graph's default) sets the number of attempts.
 func retryPolicy(g *graph.Graph, n *graph.Node) (maxRetries int, delay func(int) time.Duration) {
+	p, maxRetries := policyOf(g, n)
+	return maxRetries, func(k int) time.Duration {
+		return time.Duration(float64(p.Delay(k)) * (0.5 + jitter()))
+	}
+}
+
+// policyOf is the node's retry preset and its number of retries (what
+// retryPolicy's delay is made of; a firing makes that only to retry).
+func policyOf(g *graph.Graph, n *graph.Node) (p RetryPolicy, maxRetries int) {
 	p, named := RetryPolicies[n.Attrs.String("retry_policy")]
 	if !named {
 		p = RetryPolicies["standard"]
@@ -61,7 +70,5 @@ func retryPolicy(g *graph.Graph, n *graph.Node) (maxRetries int, delay func(int)
 	if named && !n.Attrs.Has("max_retries") {
 		maxRetries = p.Attempts - 1
 	}
-	return maxRetries, func(k int) time.Duration {
-		return time.Duration(float64(p.Delay(k)) * (0.5 + jitter()))
-	}
+	return p, maxRetries
 }

@@ -456,13 +456,29 @@ func (a *nodeActor) resolveHead() bool {
 			a.head = &tc
 			break
 		}
-		a.queue = a.queue[1:]
+		a.popQueue()
 		a.refuse(batch, err.Error(), err)
 		if len(a.queue) == 0 {
 			a.take()
 		}
 	}
 	return a.head != nil
+}
+
+// popQueue removes the batch at the head of the queue. A small array is
+// kept when the queue empties: a node that fires one batch at a time
+// appends the next to it instead of to a new one (a large one, from a
+// backlog, is let go: an idle node holds little).
+func (a *nodeActor) popQueue() {
+	a.queue[0] = nil
+	switch {
+	case len(a.queue) > 1:
+		a.queue = a.queue[1:]
+	case cap(a.queue) <= 4:
+		a.queue = a.queue[:0]
+	default:
+		a.queue = nil
+	}
 }
 
 // take pulls from the delivery buffers what the node's gate wants now.
@@ -627,7 +643,8 @@ func (a *nodeActor) tryFire(c actor.Context) {
 			// still in its buffers, is refused (and acknowledged) now.
 			for len(a.queue) > 0 {
 				batch = a.queue[0]
-				a.queue, a.head = a.queue[1:], nil
+				a.popQueue()
+				a.head = nil
 				a.refuse(batch, w.Reason, w.Err)
 				if len(a.queue) == 0 {
 					a.take()
@@ -640,7 +657,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		return
 	}
 	a.waiting = ""
-	a.queue = a.queue[1:]
+	a.popQueue()
 	tc := *a.head
 	a.head = nil
 	a.ticket = t

@@ -31,10 +31,8 @@ type runResult struct {
 // run executes the handler on a System goroutine, retrying as the node's
 // policy says (spec 3.5, DESIGN decision 2). It never panics.
 func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
-	maxRetries, backoff := retryPolicy(j.in.Graph, j.node)
-	if a.s.cfg.Backoff != nil {
-		backoff = a.s.cfg.Backoff
-	}
+	_, maxRetries := policyOf(j.in.Graph, j.node)
+	backoff := a.s.cfg.Backoff // nil: the node's policy's, made at its first retry
 	retryOnFail := j.node.Attrs.Bool("retry_on_fail")
 	start := a.s.clk.Now()
 	if err := a.fetchArtifacts(ctx, j); err != nil {
@@ -147,6 +145,9 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		}
 		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
 		if retryable && attempt <= maxRetries {
+			if backoff == nil {
+				_, backoff = retryPolicy(j.in.Graph, j.node)
+			}
 			delay := backoff(attempt)
 			if o.RetryAfter > delay {
 				// The server asked for a longer wait (Retry-After).

@@ -1,7 +1,8 @@
 package actors
 
 import (
-	"sort"
+	"slices"
+	"strings"
 
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
@@ -17,17 +18,15 @@ func ctxMap(kvs []*pb.KV) map[string]string {
 
 // kvList converts a map into repeated KV sorted by key (deterministic bytes).
 func kvList(m map[string]string) []*pb.KV {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	out := make([]*pb.KV, 0, len(m))
+	block := make([]pb.KV, len(m)) // one allocation for every pair
+	for k, v := range m {
+		kv := &block[len(out)]
+		kv.Key, kv.Value = k, v
+		out = append(out, kv)
 	}
-	sort.Strings(keys)
-	out := make([]*pb.KV, len(keys))
-	block := make([]pb.KV, len(keys)) // one allocation for every pair
-	for i, k := range keys {
-		block[i].Key, block[i].Value = k, m[k]
-		out[i] = &block[i]
-	}
+	// The pointers are sorted, not a list of the keys made for it.
+	slices.SortFunc(out, func(a, b *pb.KV) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
