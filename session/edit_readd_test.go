@@ -11,6 +11,28 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
+const readdV1 = `digraph s { kind="session"; m [prompt="m"]; x [type="block"] }`
+
+// removedWhileRunning serves readdV1 with x's handler block, starts x,
+// removes it by a live edit while it runs, and fails an edit that adds it
+// back.
+func removedWhileRunning(t *testing.T, block nodes.Handler, started <-chan struct{}) *served {
+	t.Helper()
+	sv := serveSession(t, readdV1, func(c *session.Config) { c.Handlers = map[string]nodes.Handler{"block": block} })
+	sv.pub("x", "work")
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("x never started")
+	}
+	_, diags, err := sv.s.Edit("v2.dot", []byte(`digraph s { kind="session"; m [prompt="m"] }`))
+	require.NoError(t, err, "%v", diags)
+	_, _, err = sv.s.Edit("v3.dot", []byte(readdV1))
+	require.Error(t, err, "x is still finishing its removal")
+	require.Contains(t, err.Error(), "still finishing")
+	return sv
+}
+
 // TestReaddNodeStillFinishing: a node removed by a live edit while it runs
 // keeps running until its work is done; an edit that adds it back before
 // then is refused with the reason (it is not silently half-applied), the
@@ -25,24 +47,12 @@ func TestReaddNodeStillFinishing(t *testing.T) {
 		}
 		return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 	})
-	const v1 = `digraph s { kind="session"; m [prompt="m"]; x [type="block"] }`
-	sv := serveSession(t, v1, func(c *session.Config) { c.Handlers = map[string]nodes.Handler{"block": block} })
-	sv.pub("x", "work")
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("x never started")
-	}
-	_, diags, err := sv.s.Edit("v2.dot", []byte(`digraph s { kind="session"; m [prompt="m"] }`))
-	require.NoError(t, err, "%v", diags)
-	_, _, err = sv.s.Edit("v3.dot", []byte(v1))
-	require.Error(t, err, "x is still finishing its removal")
-	require.Contains(t, err.Error(), "still finishing")
+	sv := removedWhileRunning(t, block, started)
 	sv.wait("session.edit_failed", "")
 
 	close(release)
 	sv.wait("node.removed", "x")
-	_, diags, err = sv.s.Edit("v4.dot", []byte(v1))
+	_, diags, err := sv.s.Edit("v4.dot", []byte(readdV1))
 	require.NoError(t, err, "%v", diags)
 	sv.pub("x", "again")
 	<-started
@@ -65,18 +75,7 @@ func TestStopWhileRemovedNodeRuns(t *testing.T) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	const v1 = `digraph s { kind="session"; m [prompt="m"]; x [type="block"] }`
-	sv := serveSession(t, v1, func(c *session.Config) { c.Handlers = map[string]nodes.Handler{"block": block} })
-	sv.pub("x", "work")
-	select {
-	case <-started:
-	case <-time.After(20 * time.Second):
-		t.Fatal("x never started")
-	}
-	_, diags, err := sv.s.Edit("v2.dot", []byte(`digraph s { kind="session"; m [prompt="m"] }`))
-	require.NoError(t, err, "%v", diags)
-	_, _, err = sv.s.Edit("v3.dot", []byte(v1))
-	require.Error(t, err)
+	sv := removedWhileRunning(t, block, started)
 	stopped := make(chan struct{})
 	go func() { sv.s.Stop(); close(stopped) }()
 	select {
