@@ -176,7 +176,7 @@ func (e *Execution) sessionConfig(g *Graph, in *Message) session.Config {
 		ControlAnswers: true, Handlers: handlers,
 		Middleware: append([]Middleware{e.stateMiddleware}, cfg.mws...),
 		LogsDir:    cfg.logsDir, WorkDir: cfg.workDir, Clock: cfg.clk, Logger: cfg.logger,
-		Observer: e.observe, Backoff: cfg.backoff, Caller: cfg.caller, Checkpoint: cfg.checkpoint,
+		Observer: e.observe, ObserverWants: e.wants, Backoff: cfg.backoff, Caller: cfg.caller, Checkpoint: cfg.checkpoint,
 	}
 	if sc.Checkpoint == nil && !cfg.ephemeral {
 		sc.Checkpoint = &CheckpointPolicy{}
@@ -191,6 +191,20 @@ func (e *Execution) sessionConfig(g *Graph, in *Message) session.Config {
 		sc.Context[KeyInput] = in.Text
 	}
 	return sc
+}
+
+// wants tells which event kinds observe needs (session.Config.ObserverWants):
+// all of them for a stream or an OnEvent hook, else those it turns into
+// hooks and errors.
+func (e *Execution) wants(kind string) bool {
+	if e.stream || e.cfg.hooks.OnEvent != nil {
+		return true
+	}
+	switch kind {
+	case "session.started", "session.resumed", "node.completed", "session.completed":
+		return true
+	}
+	return false
 }
 
 // stateMiddleware gives Go code the state and records each node's output

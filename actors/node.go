@@ -687,7 +687,9 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		cancel = func() { inner(); stop() }
 	}
 	a.cancel = cancel
-	a.s.Emit(a.startedEvent(firing, job.caller))
+	if a.s.Wanted("node.started") {
+		a.s.Emit(a.startedEvent(firing, job.caller))
+	}
 	if a.inline {
 		// A handler that never blocks runs here; its result is the next
 		// message of this mailbox.

@@ -232,12 +232,17 @@ func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.E
 			Attempts: uint32(attempts), Message: o.FailureReason})
 	}
 	for _, h := range hops {
-		e := &pb.Event{Kind: "edge.selected", Node: node, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
+		kind := "edge.selected"
+		if h.edge == nil {
+			kind = "node.jump"
+		}
+		if !a.s.Wanted(kind) {
+			continue // nobody would see it: not built
+		}
+		e := &pb.Event{Kind: kind, Node: node, Attrs: []*pb.KV{{Key: "to", Value: h.to}}}
 		if h.edge != nil {
 			e.EdgeId, _ = a.s.edgeNames(h.edge)
 			e.Message = h.edge.Label()
-		} else {
-			e.Kind = "node.jump"
 		}
 		a.s.Emit(e)
 	}

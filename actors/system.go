@@ -120,6 +120,12 @@ type Config struct {
 	// subject; events nobody listens to are not published (OnEvent still
 	// gets them).
 	Interest func(subject string) bool
+	// Wants, when set, tells whether OnEvent's reader needs events of a
+	// kind. An event of a kind it does not want, on subjects nobody
+	// subscribes to (Interest), goes nowhere: Emit drops it (it is not
+	// numbered), and the firing path does not build it. Nil: every event
+	// is wanted.
+	Wants func(kind string) bool
 }
 
 // System owns the actor system, the node actors, their NATS subscriptions
@@ -190,10 +196,12 @@ type System struct {
 	consumed   *dedupWindow
 	consuming  bool // StartConsuming was called
 
-	evq      chan *pb.Event // events waiting to be published, in order
-	evDone   chan struct{}  // closed when publishEvents has drained evq
-	evMu     sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
-	evClosed bool
+	evSubjects sync.Map       // event kind -> its two subjects (eventSubjects)
+	evKinds    atomic.Int64   // kinds stored in evSubjects, or tried
+	evq        chan *pb.Event // events waiting to be published, in order
+	evDone     chan struct{}  // closed when publishEvents has drained evq
+	evMu       sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
+	evClosed   bool
 }
 
 // New validates cfg and spawns one actor per node, subscribed to its edge
@@ -562,6 +570,9 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 // Events are published in order by one goroutine of the System, off the
 // actors' path; Emit blocks only when that goroutine is far behind.
 func (s *System) Emit(ev *pb.Event) {
+	if !s.Wanted(ev.Kind) {
+		return
+	}
 	if ev.Time == nil {
 		ev.Time = timestamppb.New(s.clk.Now())
 	}
@@ -571,6 +582,33 @@ func (s *System) Emit(ev *pb.Event) {
 		return
 	}
 	s.evq <- ev
+}
+
+// Wanted reports whether an event of kind would reach anyone: OnEvent's
+// reader (Config.Wants) or a subscriber of its subjects (Config.Interest).
+// Events nobody would see cost only this check.
+func (s *System) Wanted(kind string) bool {
+	if s.cfg.Wants == nil || s.cfg.Interest == nil || s.cfg.Wants(kind) {
+		return true
+	}
+	sj := s.eventSubjects(kind)
+	return s.cfg.Interest(sj[0]) || s.cfg.Interest(sj[1])
+}
+
+// maxEventKinds bounds the kinds whose subjects are kept (eventSubjects).
+const maxEventKinds = 256
+
+// eventSubjects is the protobuf and JSON subject of an event kind, made
+// once per kind (up to maxEventKinds).
+func (s *System) eventSubjects(kind string) [2]string {
+	if v, ok := s.evSubjects.Load(kind); ok {
+		return v.([2]string)
+	}
+	sj := [2]string{broker.Event(s.cfg.SessionID, kind), broker.JSONEvent(s.cfg.SessionID, kind)}
+	if s.evKinds.Add(1) <= maxEventKinds {
+		s.evSubjects.Store(kind, sj)
+	}
+	return sj
 }
 
 // publishEvents numbers and publishes the queued events until Stop closes

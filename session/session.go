@@ -62,6 +62,12 @@ type Config struct {
 	// Observer receives every event of the session, in order, on the
 	// session's event goroutine. It must not block for long.
 	Observer func(*pb.Event)
+	// ObserverWants, when set, tells which event kinds the Observer needs;
+	// nil: all of them. An event that neither the Observer, the session's
+	// report (node.completed, session.completed) nor a NATS subscriber of
+	// its subject wants is not made (a firing's node.started and
+	// edge.selected, when nothing watches).
+	ObserverWants func(kind string) bool
 	// Backoff overrides the retry delay (tests); nil uses the spec's preset.
 	Backoff func(n int) time.Duration
 	// Caller is whose work the session does (tenant, user, trace, custom
@@ -547,6 +553,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// them on NATS); the event loop decouples the observer.
 		OnEvent:  func(ev *pb.Event) { s.events <- ev },
 		Interest: cfg.Broker.Interest,
+		Wants:    s.cfg.wants,
 	}
 	if js := cfg.Broker.JetStream(); js != nil {
 		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas(),
@@ -752,6 +759,18 @@ func CauseError(code string) error {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// wants tells which event kinds the session's event loop needs: the
+// report's, and the Observer's (actors.Config.Wants).
+func (cfg *Config) wants(kind string) bool {
+	switch {
+	case kind == "node.completed" || kind == "session.completed":
+		return true
+	case cfg.Observer == nil:
+		return false
+	}
+	return cfg.ObserverWants == nil || cfg.ObserverWants(kind)
 }
 
 func (s *Session) eventLoop() {
