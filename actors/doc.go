@@ -44,6 +44,13 @@
 // envelope; one found nowhere, or at another version, refuses the envelope
 // with ErrContext.
 //
+// Events (Emit) are numbered and published in order by the System's event
+// goroutine, and handed to Config.OnEvent. An event that would reach no one
+// — a kind Config.Wants says the process does not need, on subjects no NATS
+// client subscribes to (Config.Interest) — is dropped at Emit, and a firing
+// does not even build its node.started and edge.selected events then
+// (System.Wanted).
+//
 // A panicking handler fails its node with the panic as the failure reason;
 // it never takes the process down.
 //
