@@ -91,6 +91,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		cfg.Replicas = max(cfg.Replicas, had.Replicas) // never scale down
 		scaled = cfg.Replicas > had.Replicas
 		cfg.Storage = had.Storage
+		// An operator's duplicate window is kept: it bounds only how long
+		// the stream remembers message ids, which decides nothing about
+		// whether an attempt's job is queued again (queue looks the job
+		// up by its subject).
+		cfg.Duplicates = had.Duplicates
 		same = sameLimits(had, cfg)
 	}
 	if !same {
@@ -284,13 +289,21 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 		}
 		return o, nil
 	}
-	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID), Data: data, Header: nats.Header{}}
+	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID, firing, in.Attempt), Data: data, Header: nats.Header{}}
 	msg.Header.Set(ReplyHeader, reply)
-	if err := d.queue(ctx, msg, job.GetId()); err != nil {
+	queued, err := d.queue(ctx, msg, job.GetId())
+	if err != nil {
 		return nil, fmt.Errorf("pool %s: queueing the job: %w", pool, err)
 	}
 	if in.Emit != nil {
-		in.Emit("work.queued", map[string]any{"pool": pool, "job": job.GetId()})
+		kind := "work.queued"
+		if !queued {
+			// Still in the work stream (queued, running, or to be given
+			// again after its worker's loss), or answered since the look
+			// above: its outcome comes to the subscription.
+			kind = "work.held"
+		}
+		in.Emit(kind, map[string]any{"pool": pool, "job": job.GetId()})
 	}
 	// The outcome comes on the reply subject; one published while this
 	// owner's connection was away (its server killed: core NATS keeps
@@ -330,49 +343,66 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 }
 
 // queue stores a job in the work stream under the message id of its
-// attempt, publishing it again (the same id: the stream keeps one) while
-// the stream has no leader — a server of the cluster went away, or the
-// stream is being scaled up to the session's replicas: a publish may then
-// get no answer at all.
+// attempt, unless the attempt is already taken care of; it reports whether
+// it stored the job.
 //
-// A job the stream already holds (an owner that died queued this attempt
-// before this one took the session over) is left to its worker: its outcome
-// comes to the attempt's reply subject, where this owner listens now. A job
-// a worker already ran and acknowledged is gone from the stream; its
-// outcome, kept by the outcome stream, is taken from there (do looks before
-// queueing, and again here). Only a job whose outcome is not kept (the
-// outcome stream was missing) is queued again, under the next message id
-// of the attempt (id, then id~2, id~3...), and runs again with the same
-// attempt id.
-func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) error {
+// An owner that took the session over fires the node again with the same
+// attempt id. Its predecessor's job may still be in the work stream, queued
+// or running (a job stays there until a worker acks it) or waiting to be
+// given to another worker after its worker died: it is left there, and
+// its outcome comes to the attempt's reply subject, where this owner
+// listens now. The stream is asked by the job's subject, which is the
+// attempt's own, so this holds however old the job is — the stream's
+// duplicate window (2 minutes by default) would not catch a job that runs
+// longer. Else the job may have run: a worker acks a job only after its
+// outcome is stored in the outcome stream, so a job gone from the work
+// stream (looked at first) has its outcome kept (looked at second), and
+// it is not queued again. Only a job found in neither (its outcome was not
+// kept: the outcome stream was missing, or trimmed) is queued again; the
+// stream drops a publication with a message id it saw in its duplicate
+// window, so the attempt's next message id is used (id, then id~2, id~3...),
+// and it runs again with the same attempt id.
+//
+// Each publication is retried while the stream has no leader — a server
+// of the cluster went away, or the stream is being scaled up to the
+// session's replicas: a publish may then get no answer at all.
+func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) (bool, error) {
+	reply := msg.Header.Get(ReplyHeader)
 	for n := 1; ; n++ {
+		held, err := d.held(ctx, msg.Subject, reply)
+		if err != nil || held {
+			return false, err
+		}
+		if d.stored(ctx, reply, id) != nil {
+			// Run and answered since do looked: the outcome is on its way
+			// to the subscription do made first.
+			return false, nil
+		}
+		if n > maxRequeues {
+			return false, fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, maxRequeues)
+		}
 		msgID := id
 		if n > 1 {
 			msgID = id + "~" + strconv.Itoa(n)
 		}
 		var ack *jetstream.PubAck
-		err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+		err = broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
 			var err error
 			ack, err = d.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 			return err
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ack.Duplicate {
-			return nil
+			return true, nil
 		}
-		held, err := d.held(ctx, ack.Sequence)
-		if err != nil || held {
-			return err
-		}
-		if d.stored(ctx, msg.Header.Get(ReplyHeader), id) != nil {
-			// Run and answered since do looked: the outcome is on its way
-			// to the subscription do made first.
-			return nil
-		}
-		if n == maxRequeues {
-			return fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, n)
+		// A job under this message id was stored within the duplicate
+		// window: held still (the next look finds it; so does this one,
+		// for a job an owner of an earlier version queued on the node's
+		// subject, syw.<pool>.<session>.<node>), or run.
+		if held, err := d.heldSeq(ctx, ack.Sequence); err != nil || held {
+			return false, err
 		}
 	}
 }
@@ -380,9 +410,31 @@ func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) error 
 // maxRequeues bounds how many times one attempt's job is queued again.
 const maxRequeues = 100
 
-// held reports whether the work stream still holds its message seq (a job
-// not acknowledged yet).
-func (d *Dispatcher) held(ctx context.Context, seq uint64) (bool, error) {
+// held reports whether the work stream still holds a job of the attempt
+// whose job subject is subject — not acknowledged yet: queued, running, or
+// to be given again after its worker's loss. A job on that subject with
+// another reply subject is an earlier session's of the same id (another
+// key, so another tag): that one's outcome would not reach this owner, and
+// it does not count.
+func (d *Dispatcher) held(ctx context.Context, subject, reply string) (bool, error) {
+	var held bool
+	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
+		st, err := d.JS.Stream(ctx, Stream)
+		if err != nil {
+			return err
+		}
+		m, err := st.GetLastMsgForSubject(ctx, subject)
+		held = err == nil && m.Header.Get(ReplyHeader) == reply
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			err = nil
+		}
+		return err
+	})
+	return held, err
+}
+
+// heldSeq reports whether the work stream still holds its message seq.
+func (d *Dispatcher) heldSeq(ctx context.Context, seq uint64) (bool, error) {
 	var held bool
 	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
 		st, err := d.JS.Stream(ctx, Stream)

@@ -9,8 +9,9 @@
 // Worker (what `switchyard worker` runs).
 //
 // Protocol, in short:
-//   - stream SY_WORK, work-queue retention, subjects syw.<pool>.<session>.<node>;
-//     bounded (MaxMsgs, MaxBytes, discard new) and trimmed as jobs are acked;
+//   - stream SY_WORK, work-queue retention, one subject per attempt,
+//     syw.<pool>.<session>.<node>.<firing>.<attempt>; bounded (MaxMsgs,
+//     MaxBytes, discard new) and trimmed as jobs are acked;
 //   - each pool has one durable pull consumer, pool_<pool>, shared by its workers;
 //   - a job is an Envelope (kind "job", id = the attempt id, to_node, context,
 //     payload.message = the prompt, payload.structured.messages = the inputs,
@@ -29,7 +30,13 @@
 //     subject): the owner looks its attempt's outcome up there before it
 //     queues the job, so an owner that took the session over while the job
 //     ran (or after it ended) commits that outcome instead of running the
-//     job again.
+//     job again;
+//   - a job is queued again only when neither holds it: the owner looks up
+//     its attempt's subject in SY_WORK (a job stays there, queued or
+//     running, until a worker acks it, which a worker does only once its
+//     outcome is stored), then the outcome, then publishes. A job is never
+//     run twice while a copy of it is queued or running, however long it
+//     runs: the stream's duplicate window (2 minutes) no longer matters.
 package pool
 
 import (
@@ -98,9 +105,12 @@ const (
 	MaxOutcomeAge = 7 * 24 * time.Hour
 )
 
-// JobSubject is the subject a pool's job for node of session is published on.
-func JobSubject(pool, session, node string) string {
-	return "syw." + pool + "." + session + "." + node
+// JobSubject is the subject the job of one attempt of a firing of node is
+// published on: one per attempt, so that an owner finds out whether the
+// work stream still holds that attempt's job (by subject: the last message
+// on it) before it queues the job again.
+func JobSubject(pool, session, node string, firing uint64, attempt int) string {
+	return fmt.Sprintf("syw.%s.%s.%s.%d.%d", pool, session, node, firing, attempt)
 }
 
 // PoolSubjects are the subjects of every job of a pool.

@@ -79,7 +79,7 @@ func TestDispatchOutcomes(t *testing.T) {
 	require.Equal(t, "s/x/3/1", job.GetId())
 	require.Equal(t, pool.KindJob, job.GetKind())
 	require.Equal(t, "hi", job.GetPayload().GetMessage())
-	require.Equal(t, "syw.p.s.x", m.Subject())
+	require.Equal(t, "syw.p.s.x.3.1", m.Subject(), "one subject per attempt")
 	reply := m.Headers().Get(pool.ReplyHeader)
 	require.Equal(t, "syo.s.x.3.1", reply)
 

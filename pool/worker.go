@@ -185,7 +185,11 @@ func (w *Worker) awaitConsumer(ctx context.Context) (jetstream.Consumer, error) 
 }
 
 // serve runs one job: in-progress acks while it runs, the outcome to the
-// job's reply subject, then the ack (the job leaves the stream).
+// job's reply subject, then the ack (the job leaves the stream). The order
+// is the protocol's: the outcome is stored (its publish acknowledged by
+// the outcome stream) before the job is acked, so an owner that finds the
+// job gone from the work stream finds its outcome (Dispatcher.queue), and
+// a worker that dies between the two leaves the job to be given again.
 func (w *Worker) serve(m jetstream.Msg) {
 	job, err := DecodeEnvelope(m.Data())
 	reply := m.Headers().Get(ReplyHeader)
