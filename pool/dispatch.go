@@ -280,27 +280,27 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	// The outcome may be there already: this owner took the session over
-	// while its predecessor's job ran, or after it ended. It is committed;
-	// the job is not queued again.
-	if o := d.stored(ctx, reply, job.GetId()); o != nil {
+	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID, firing, in.Attempt), Data: data, Header: nats.Header{}}
+	msg.Header.Set(ReplyHeader, reply)
+	queued, kept, err := d.queue(ctx, msg, job.GetId())
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: queueing the job: %w", pool, err)
+	}
+	if kept != nil {
+		// This owner took the session over after its predecessor's job
+		// ended (or as it ends): its outcome is committed, the job is not
+		// queued again.
 		if in.Emit != nil {
 			in.Emit("work.recovered", map[string]any{"pool": pool, "job": job.GetId()})
 		}
-		return o, nil
-	}
-	msg := &nats.Msg{Subject: JobSubject(pool, in.SessionID, in.Node.ID, firing, in.Attempt), Data: data, Header: nats.Header{}}
-	msg.Header.Set(ReplyHeader, reply)
-	queued, err := d.queue(ctx, msg, job.GetId())
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: queueing the job: %w", pool, err)
+		return kept, nil
 	}
 	if in.Emit != nil {
 		kind := "work.queued"
 		if !queued {
 			// Still in the work stream (queued, running, or to be given
-			// again after its worker's loss), or answered since the look
-			// above: its outcome comes to the subscription.
+			// again after its worker's loss): its outcome comes to the
+			// subscription.
 			kind = "work.held"
 		}
 		in.Emit(kind, map[string]any{"pool": pool, "job": job.GetId()})
@@ -344,7 +344,8 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 
 // queue stores a job in the work stream under the message id of its
 // attempt, unless the attempt is already taken care of; it reports whether
-// it stored the job.
+// it stored the job, and the outcome of the attempt when one is kept
+// already.
 //
 // An owner that took the session over fires the node again with the same
 // attempt id. Its predecessor's job may still be in the work stream, queued
@@ -366,20 +367,20 @@ func (d *Dispatcher) do(ctx context.Context, pool string, in *nodes.Input) (*nod
 // Each publication is retried while the stream has no leader — a server
 // of the cluster went away, or the stream is being scaled up to the
 // session's replicas: a publish may then get no answer at all.
-func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) (bool, error) {
+func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) (bool, *nodes.Outcome, error) {
 	reply := msg.Header.Get(ReplyHeader)
 	for n := 1; ; n++ {
 		held, err := d.held(ctx, msg.Subject, reply)
-		if err != nil || held {
-			return false, err
+		if err != nil {
+			return false, nil, err
 		}
-		if d.stored(ctx, reply, id) != nil {
-			// Run and answered since do looked: the outcome is on its way
-			// to the subscription do made first.
-			return false, nil
+		// Looked at after the work stream; for a held job too: its worker
+		// may have stored the outcome and not acked the job yet.
+		if o := d.stored(ctx, reply, id); o != nil || held {
+			return false, o, nil
 		}
 		if n > maxRequeues {
-			return false, fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, maxRequeues)
+			return false, nil, fmt.Errorf("job %s was queued and run %d times without an outcome reaching its owner", id, maxRequeues)
 		}
 		msgID := id
 		if n > 1 {
@@ -392,17 +393,17 @@ func (d *Dispatcher) queue(ctx context.Context, msg *nats.Msg, id string) (bool,
 			return err
 		})
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if !ack.Duplicate {
-			return true, nil
+			return true, nil, nil
 		}
 		// A job under this message id was stored within the duplicate
 		// window: held still (the next look finds it; so does this one,
 		// for a job an owner of an earlier version queued on the node's
 		// subject, syw.<pool>.<session>.<node>), or run.
 		if held, err := d.heldSeq(ctx, ack.Sequence); err != nil || held {
-			return false, err
+			return false, nil, err
 		}
 	}
 }
