@@ -168,8 +168,8 @@ func (w *sweeper) sweep(ctx context.Context) error {
 	for name := range now {
 		seen = append(seen, name)
 	}
-	if len(w.gens) > 0 {
-		w.maxGap = max(w.maxGap, cur-w.gens[len(w.gens)-1].seq)
+	if w.sweeps.Load() > 0 {
+		w.maxGap = max(w.maxGap, cur-w.swept.Load())
 	}
 	w.gens = append(w.gens, generation{seq: cur, names: seen})
 	w.swept.Store(cur)
