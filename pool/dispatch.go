@@ -48,6 +48,7 @@ type Dispatcher struct {
 	mu     sync.Mutex
 	ready  bool                    // the streams and the graph bucket exist
 	out    jetstream.Stream        // the outcome stream
+	work   jetstream.Stream        // the work stream
 	graphs map[*graph.Graph]string // graphs stored in the bucket, by hash
 	pools  map[string]bool         // pools whose consumer exists
 	kv     jetstream.KeyValue
@@ -205,21 +206,24 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 		}
 		// Retried: a stream just scaled up to more replicas elects its
 		// leader first.
-		var out jetstream.Stream
+		var out, work jetstream.Stream
 		err = broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
 			var err error
+			if work, err = d.JS.Stream(ctx, Stream); err != nil {
+				return err
+			}
 			out, err = d.JS.Stream(ctx, OutcomeStream)
 			return err
 		})
 		if err != nil {
-			return "", fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+			return "", fmt.Errorf("pool: streams %s, %s: %w", Stream, OutcomeStream, err)
 		}
 		if d.Fresh {
 			if err := out.Purge(ctx, jetstream.WithPurgeSubject("syo."+session+".>")); err != nil {
 				return "", fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
 			}
 		}
-		d.kv, d.out, d.ready, d.graphs, d.pools = kv, out, true, map[*graph.Graph]string{}, map[string]bool{}
+		d.kv, d.out, d.work, d.ready, d.graphs, d.pools = kv, out, work, true, map[*graph.Graph]string{}, map[string]bool{}
 	}
 	if queue && !d.pools[pool] {
 		if _, err := d.JS.Consumer(ctx, Stream, ConsumerName(pool)); err != nil {
@@ -418,12 +422,11 @@ const maxRequeues = 100
 // key, so another tag): that one's outcome would not reach this owner, and
 // it does not count.
 func (d *Dispatcher) held(ctx context.Context, subject, reply string) (bool, error) {
+	d.mu.Lock()
+	st := d.work
+	d.mu.Unlock()
 	var held bool
 	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
-		st, err := d.JS.Stream(ctx, Stream)
-		if err != nil {
-			return err
-		}
 		m, err := st.GetLastMsgForSubject(ctx, subject)
 		held = err == nil && m.Header.Get(ReplyHeader) == reply
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -436,13 +439,12 @@ func (d *Dispatcher) held(ctx context.Context, subject, reply string) (bool, err
 
 // heldSeq reports whether the work stream still holds its message seq.
 func (d *Dispatcher) heldSeq(ctx context.Context, seq uint64) (bool, error) {
+	d.mu.Lock()
+	st := d.work
+	d.mu.Unlock()
 	var held bool
 	err := broker.Retry(ctx, publishAttempt, func(ctx context.Context) error {
-		st, err := d.JS.Stream(ctx, Stream)
-		if err != nil {
-			return err
-		}
-		_, err = st.GetMsg(ctx, seq)
+		_, err := st.GetMsg(ctx, seq)
 		held = err == nil
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			err = nil
