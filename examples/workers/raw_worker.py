@@ -192,7 +192,12 @@ def main():
         print("raw worker: job started job=%s node=%s" % (job["id"], job.get("toNode")), file=sys.stderr, flush=True)
         with Heartbeat(conn, ack, 10):
             out = handle(job)
-        conn.pub(headers["Sy-Reply"], json.dumps(out).encode())
+        # The outcome first, stored by the outcome stream (the request's
+        # answer is JetStream's acknowledgement; a 503 status: no outcome
+        # stream, the publish still reached the owner), then the ack: an
+        # owner that finds the job gone from the work stream finds its
+        # outcome.
+        request(headers["Sy-Reply"], json.dumps(out).encode())
         conn.pub(ack, b"+ACK")
         print("raw worker: job done job=%s" % job["id"], file=sys.stderr, flush=True)
     return 0

@@ -83,9 +83,11 @@ async def main():
                        "outcome": {"status": "fail", "failureReason": str(e)}}
             finally:
                 beat.cancel()
-            await nc.publish(msg.headers["Sy-Reply"], json.dumps(out).encode())
-            await nc.flush()
-            await msg.ack()  # after the outcome: a crash in between runs it again
+            # Stored by the outcome stream (JetStream acknowledges it) before
+            # the job is acked: an owner that finds the job gone from the
+            # work stream finds its outcome; a crash in between runs it again.
+            await js.publish(msg.headers["Sy-Reply"], json.dumps(out).encode())
+            await msg.ack()
     await nc.drain()
 
 
