@@ -2,10 +2,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -72,3 +75,18 @@ func execute(args []string, stdout, stderr io.Writer) int {
 }
 
 func main() { os.Exit(execute(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// interruptible returns ctx ended by the first SIGINT or SIGTERM, and what
+// releases it. From that first signal on, the signals have their default
+// effect again: a second one ends the process at once, cutting short a
+// graceful stop that waits (on a NATS server nobody can reach, say).
+// Nothing acknowledged is lost by it: what was not recorded runs again on
+// resume, as after a crash.
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	go func() { // ends with ctx: at the signal, or when the caller releases it
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
+}

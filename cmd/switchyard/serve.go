@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -183,7 +181,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			return usageErr(err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 	bcfg := broker.DefaultConfig()
 	bcfg.URL, bcfg.Listen = f.nats, f.listen
@@ -417,7 +415,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			running += adopt(true)
 			scan.Reset(session.DefaultLeaseTTL / 3)
 		case <-ctx.Done():
-			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept")
+			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept (a second Ctrl-C or SIGTERM quits at once; what was not recorded runs again on resume)")
 			h.stopAll()
 			return nil
 		}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -119,7 +117,7 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 			return &exitError{code: 1, err: err}
 		}
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(ctx)
 	defer stop()
 	w := &pool.Worker{NC: nc, JS: js, Pool: f.pool, Concurrency: f.concurrency, AckWait: f.ackWait, Replicas: f.replicas,
 		Registry: reg, WorkDir: workdir, Log: slog.New(slog.NewTextHandler(stderr, nil))}
