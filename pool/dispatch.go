@@ -79,12 +79,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 	if replicas < 1 {
 		replicas = 1
 	}
-	cfg := jetstream.StreamConfig{
-		Name: Stream, Description: "switchyard: jobs for worker pools",
-		Subjects: []string{"syw.>"}, Retention: jetstream.WorkQueuePolicy,
-		MaxMsgs: MaxJobs, MaxBytes: MaxJobBytes, Discard: jetstream.DiscardNew,
-		Storage: storage, Replicas: replicas,
-	}
+	cfg := workStreamConfig(storage, replicas)
 	scaled, same := false, false
 	s, err := js.Stream(ctx, Stream)
 	if err == nil {
@@ -115,11 +110,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 			return err
 		}
 	}
-	out := jetstream.StreamConfig{
-		Name: OutcomeStream, Description: "switchyard: outcomes of worker jobs, the last of each attempt",
-		Subjects: []string{"syo.>"}, MaxMsgsPerSubject: 1, MaxMsgs: MaxOutcomes, MaxAge: MaxOutcomeAge,
-		Discard: jetstream.DiscardOld, Storage: storage, Replicas: cfg.Replicas,
-	}
+	out := outcomeStreamConfig(storage, cfg.Replicas)
 	if s, err := js.Stream(ctx, OutcomeStream); err == nil {
 		had := s.CachedInfo().Config
 		out.Replicas = max(out.Replicas, had.Replicas)
@@ -134,13 +125,36 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 	return nil
 }
 
+// workStreamConfig is the configuration EnsureStream asks of SY_WORK.
+func workStreamConfig(storage jetstream.StorageType, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: Stream, Description: "switchyard: jobs for worker pools",
+		Subjects: []string{"syw.>"}, Retention: jetstream.WorkQueuePolicy,
+		MaxMsgs: MaxJobs, MaxBytes: MaxJobBytes, Discard: jetstream.DiscardNew,
+		Storage: storage, Replicas: replicas,
+	}
+}
+
+// outcomeStreamConfig is the configuration EnsureStream asks of
+// SYW_OUTCOMES.
+func outcomeStreamConfig(storage jetstream.StorageType, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: OutcomeStream, Description: "switchyard: outcomes of worker jobs, the last of each attempt",
+		Subjects: []string{"syo.>"}, MaxMsgsPerSubject: 1, MaxMsgs: MaxOutcomes, MaxAge: MaxOutcomeAge,
+		Discard: jetstream.DiscardOld, Storage: storage, Replicas: replicas,
+	}
+}
+
 // sameLimits reports whether the stream configured as had already is as
 // want asks (what EnsureStream sets).
+// The server reports a limit left unset as -1, where the configuration
+// asked says 0: both mean none.
 func sameLimits(had, want jetstream.StreamConfig) bool {
+	unset := func(n int64) int64 { return max(n, 0) }
 	return had.Replicas == want.Replicas && had.Storage == want.Storage && had.Retention == want.Retention &&
-		had.Discard == want.Discard && had.MaxMsgs == want.MaxMsgs && had.MaxBytes == want.MaxBytes &&
-		had.MaxAge == want.MaxAge && had.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
-		slices.Equal(had.Subjects, want.Subjects)
+		had.Discard == want.Discard && unset(had.MaxMsgs) == unset(want.MaxMsgs) &&
+		unset(had.MaxBytes) == unset(want.MaxBytes) && had.MaxAge == want.MaxAge &&
+		unset(had.MaxMsgsPerSubject) == unset(want.MaxMsgsPerSubject) && slices.Equal(had.Subjects, want.Subjects)
 }
 
 // settled waits until stream s has a leader and replicas-1 current peers,
