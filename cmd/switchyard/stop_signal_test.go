@@ -35,6 +35,7 @@ func TestSecondSignalQuitsAtOnce(t *testing.T) {
 		<-exited
 	})
 	waitFor(t, &stderr, "serving "+file+" as session sig")
+	waitFor(t, &stderr, "outside clients connect to") // serve's loop: its signal is heard at once
 
 	require.NoError(t, b.Close()) // the server goes away for good
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
