@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/internal/brokertest"
@@ -51,34 +50,14 @@ func TestTakeoverDuringLongPoolJob(t *testing.T) {
 			_, err = js.UpdateStream(ctx, cfg)
 			require.NoError(t, err)
 
-			dir := t.TempDir()
-			work := filepath.Join(dir, "work")
-			require.NoError(t, os.MkdirAll(work, 0o755))
 			// starts.txt: every run; effects.txt: every run that got to
 			// its side effect (after the release).
 			tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; echo $$ > pid; touch started; ` +
 				`while [ ! -f release ]; do sleep 0.05; done; echo "$SWITCHYARD_ATTEMPT_ID" >> effects.txt; echo worked`
-			file := filepath.Join(dir, "lj.dot")
-			require.NoError(t, os.WriteFile(file, []byte(`digraph lj {
-    kind="session"
-    stall_after=0
-    job   [shape=parallelogram, pool=cpu, tool_command=`+quote(tool)+`]
-    after [shape=parallelogram, tool_command="echo after"]
-    job -> after
-}`), 0o644))
-			start := adminProcesses(t, switchyardBinary(t), url, dir)
-			watcher, err := nats.Connect(url, nats.Token("adm"))
-			require.NoError(t, err)
-			defer watcher.Close()
-			var wlog, logsA, logsB syncBuffer
-			events := watchEvents(t, watcher, "sy.lj.evt.>", &wlog)
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("owner:\n%s\nstandby:\n%s", logsA.String(), logsB.String())
-				}
-			})
+			r := newPoolTakeoverRig(t, url, "lj", tool)
+			work, file, start, events, logsA, logsB := r.work, r.file, r.start, r.events, &r.logsA, &r.logsB
 
-			owner, ownerDone := start(&logsA, "serve", file, "--id", "lj")
+			owner, ownerDone := start(logsA, "serve", file, "--id", "lj")
 			events.wait("session.started", "")
 			a := startWorker(t, srv, "adm", "--pool", "cpu", "--workdir", work, "--ack-wait", "2s")
 			// Before the worker's own cleanup (which waits for its job to
@@ -113,7 +92,7 @@ func TestTakeoverDuringLongPoolJob(t *testing.T) {
 				}
 			}
 
-			standby, standbyDone := start(&logsB, "serve", "--all", "--takeover")
+			standby, standbyDone := start(logsB, "serve", "--all", "--takeover")
 			events.wait("session.resumed", "")
 			// The standby either leaves the job where it is or queues it
 			// again: wait for whichever it does.

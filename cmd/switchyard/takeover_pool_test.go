@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -33,31 +34,11 @@ func TestTakeoverDuringPoolJob(t *testing.T) {
 			srv := brokertest.Start(t, brokertest.Listen("out", "adm"),
 				brokertest.Configure(func(c *broker.Config) { c.WorkerToken = "wk" }))
 			url := srv.ClientURL()
-			dir := t.TempDir()
-			work := filepath.Join(dir, "work")
-			require.NoError(t, os.MkdirAll(work, 0o755))
 			tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; touch started; while [ ! -f release ]; do sleep 0.05; done; echo worked`
-			file := filepath.Join(dir, "pj.dot")
-			require.NoError(t, os.WriteFile(file, []byte(`digraph pj {
-    kind="session"
-    stall_after=0
-    job   [shape=parallelogram, pool=cpu, tool_command=`+quote(tool)+`]
-    after [shape=parallelogram, tool_command="echo after"]
-    job -> after
-}`), 0o644))
-			start := adminProcesses(t, switchyardBinary(t), url, dir)
-			watcher, err := nats.Connect(url, nats.Token("adm"))
-			require.NoError(t, err)
-			defer watcher.Close()
-			var wlog, logsA, logsB syncBuffer
-			events := watchEvents(t, watcher, "sy.pj.evt.>", &wlog)
-			t.Cleanup(func() {
-				if t.Failed() {
-					t.Logf("owner:\n%s\nstandby:\n%s", logsA.String(), logsB.String())
-				}
-			})
+			r := newPoolTakeoverRig(t, url, "pj", tool)
+			work, file, start, events, logsA, logsB := r.work, r.file, r.start, r.events, &r.logsA, &r.logsB
 
-			owner, ownerDone := start(&logsA, "serve", file, "--id", "pj")
+			owner, ownerDone := start(logsA, "serve", file, "--id", "pj")
 			events.wait("session.started", "")
 			w := startWorker(t, srv, "wk", "--pool", "cpu", "--workdir", work)
 			// Before the worker's own cleanup (which waits for its job to
@@ -74,7 +55,7 @@ func TestTakeoverDuringPoolJob(t *testing.T) {
 				require.NoError(t, os.WriteFile(filepath.Join(work, "release"), nil, 0o644))
 				w.waitLine(t, 30*time.Second, "job done", "status=success")
 			}
-			standby, standbyDone := start(&logsB, "serve", "--all", "--takeover")
+			standby, standbyDone := start(logsB, "serve", "--all", "--takeover")
 			events.wait("session.resumed", "")
 			if !tc.finishFirst {
 				require.NoError(t, os.WriteFile(filepath.Join(work, "release"), nil, 0o644))
@@ -122,4 +103,41 @@ func waitFile(t *testing.T, path string) {
 		require.True(t, time.Now().Before(deadline), "%s never appeared", path)
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// poolTakeoverRig is a session whose node job runs tool on pool cpu (in
+// work), then node after; the serve processes of its owner and standby
+// against url, started by start, log to logsA and logsB; events are the
+// session's.
+type poolTakeoverRig struct {
+	work, file   string
+	start        func(log *syncBuffer, args ...string) (*exec.Cmd, chan error)
+	events       *eventWaiter
+	logsA, logsB syncBuffer
+}
+
+func newPoolTakeoverRig(t *testing.T, url, id, tool string) *poolTakeoverRig {
+	t.Helper()
+	dir := t.TempDir()
+	r := &poolTakeoverRig{work: filepath.Join(dir, "work"), file: filepath.Join(dir, id+".dot")}
+	require.NoError(t, os.MkdirAll(r.work, 0o755))
+	require.NoError(t, os.WriteFile(r.file, []byte(`digraph `+id+` {
+    kind="session"
+    stall_after=0
+    job   [shape=parallelogram, pool=cpu, tool_command=`+quote(tool)+`]
+    after [shape=parallelogram, tool_command="echo after"]
+    job -> after
+}`), 0o644))
+	r.start = adminProcesses(t, switchyardBinary(t), url, dir)
+	watcher, err := nats.Connect(url, nats.Token("adm"))
+	require.NoError(t, err)
+	t.Cleanup(watcher.Close)
+	var wlog syncBuffer
+	r.events = watchEvents(t, watcher, "sy."+id+".evt.>", &wlog)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("owner:\n%s\nstandby:\n%s", r.logsA.String(), r.logsB.String())
+		}
+	})
+	return r
 }
