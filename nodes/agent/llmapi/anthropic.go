@@ -22,21 +22,11 @@ var (
 )
 
 // NewAnthropic returns the anthropic provider.
-func NewAnthropic(opts Options) *Anthropic { return &Anthropic{newBase("anthropic", opts)} }
-
-// Name is "anthropic".
-func (p *Anthropic) Name() string { return "anthropic" }
-
-// Check reports a missing key: ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN
-// must be set, unless ANTHROPIC_BASE_URL names another server.
-func (p *Anthropic) Check(context.Context) error {
-	key, _ := p.env("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-	baseURL, _ := p.env("ANTHROPIC_BASE_URL")
-	if key == "" && baseURL == "" {
-		return &agent.Error{Provider: p.name, Class: agent.ClassAuth,
-			Msg: "auth: ANTHROPIC_API_KEY is not set (nor ANTHROPIC_AUTH_TOKEN)"}
-	}
-	return nil
+func NewAnthropic(opts Options) *Anthropic {
+	return &Anthropic{newBase("anthropic", credentials{
+		key: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}, baseURL: []string{"ANTHROPIC_BASE_URL"},
+		missing: "ANTHROPIC_API_KEY is not set (nor ANTHROPIC_AUTH_TOKEN)",
+	}, opts)}
 }
 
 // thinkingBudgets maps reasoning_effort to an extended-thinking budget in
@@ -66,19 +56,11 @@ func (p *Anthropic) client() anthropic.Client {
 // thinking with a budget (low 2048 tokens, medium 8192, high 24576),
 // added to the answer's max_tokens.
 func (p *Anthropic) Run(ctx context.Context, req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
-	ctx, r, err := p.start(ctx, onEvent)
+	ctx, r, c, err := p.start(ctx, req, onEvent, DefaultAnthropicModel, DefaultMaxTokens)
 	if err != nil {
 		return nil, err
 	}
-	system, err := p.system(req)
-	if err != nil {
-		return nil, err
-	}
-	maxTokens, err := p.maxTokens(req, DefaultMaxTokens)
-	if err != nil {
-		return nil, err
-	}
-	model := p.model(req, DefaultAnthropicModel)
+	system, model, maxTokens := c.system, c.model, c.maxTokens
 	params := anthropic.MessageNewParams{
 		Model:     anthropic.Model(model),
 		MaxTokens: maxTokens,

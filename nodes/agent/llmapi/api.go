@@ -70,12 +70,21 @@ func Register(r *agent.Registry, opts Options) {
 // client that notes each response's status and Retry-After, and building
 // results, events and errors.
 type base struct {
-	name string
-	opts Options
-	http *http.Client
+	name  string
+	creds credentials
+	opts  Options
+	http  *http.Client
 }
 
-func newBase(name string, opts Options) base {
+// credentials names a provider's environment: the variables holding its
+// key and its base URL, first set wins, and what Check says when neither
+// is set.
+type credentials struct {
+	key, baseURL []string
+	missing      string
+}
+
+func newBase(name string, creds credentials, opts Options) base {
 	if opts.Prices == nil {
 		opts.Prices = agent.DefaultPrices()
 	}
@@ -98,7 +107,22 @@ func newBase(name string, opts Options) base {
 	}
 	c := *hc
 	c.Transport = noteTransport{base: rt, clk: opts.Clock}
-	return base{name: name, opts: opts, http: &c}
+	return base{name: name, creds: creds, opts: opts, http: &c}
+}
+
+// Name is the provider's registered name.
+func (b *base) Name() string { return b.name }
+
+// Check reports a missing key: one of the provider's key variables must
+// be set, unless a base URL variable names another server (a local one
+// may need no key).
+func (b *base) Check(context.Context) error {
+	key, _ := b.env(b.creds.key...)
+	baseURL, _ := b.env(b.creds.baseURL...)
+	if key == "" && baseURL == "" {
+		return &agent.Error{Provider: b.name, Class: agent.ClassAuth, Msg: "auth: " + b.creds.missing}
+	}
+	return nil
 }
 
 // env returns the first of keys set to a non-empty value, and its name.
@@ -171,14 +195,30 @@ type run struct {
 	notes   []string
 }
 
-// start begins a run: a done context ends it at once, and the context
-// carries the note the transport fills.
-func (b *base) start(ctx context.Context, onEvent func(agent.Event)) (context.Context, *run, error) {
+// call is what a request asks of the API, resolved: the system
+// instructions, the model and the answer's cap (0 = none sent).
+type call struct {
+	system, model string
+	maxTokens     int64
+}
+
+// start begins a run of req: a done context ends it at once, and the
+// context carries the note the transport fills. defModel and defMax are
+// the provider's defaults (see model and maxTokens).
+func (b *base) start(ctx context.Context, req *agent.Request, onEvent func(agent.Event), defModel string, defMax int64) (context.Context, *run, call, error) {
 	if err := ctx.Err(); err != nil {
-		return ctx, nil, fmt.Errorf("%s: %w", b.name, err)
+		return ctx, nil, call{}, fmt.Errorf("%s: %w", b.name, err)
+	}
+	system, err := b.system(req)
+	if err != nil {
+		return ctx, nil, call{}, err
+	}
+	maxTokens, err := b.maxTokens(req, defMax)
+	if err != nil {
+		return ctx, nil, call{}, err
 	}
 	r := &run{b: b, note: &httpNote{}, onEvent: onEvent}
-	return context.WithValue(ctx, noteKey{}, r.note), r, nil
+	return context.WithValue(ctx, noteKey{}, r.note), r, call{system: system, model: b.model(req, defModel), maxTokens: maxTokens}, nil
 }
 
 // delta streams a piece of the answer.

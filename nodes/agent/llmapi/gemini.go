@@ -23,21 +23,11 @@ var (
 )
 
 // NewGemini returns the gemini provider.
-func NewGemini(opts Options) *Gemini { return &Gemini{newBase("gemini", opts)} }
-
-// Name is "gemini".
-func (p *Gemini) Name() string { return "gemini" }
-
-// Check reports a missing key: GEMINI_API_KEY or GOOGLE_API_KEY must be
-// set, unless GEMINI_BASE_URL names another server.
-func (p *Gemini) Check(context.Context) error {
-	key, _ := p.env("GEMINI_API_KEY", "GOOGLE_API_KEY")
-	baseURL, _ := p.env("GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL")
-	if key == "" && baseURL == "" {
-		return &agent.Error{Provider: p.name, Class: agent.ClassAuth,
-			Msg: "auth: GEMINI_API_KEY is not set (nor GOOGLE_API_KEY)"}
-	}
-	return nil
+func NewGemini(opts Options) *Gemini {
+	return &Gemini{newBase("gemini", credentials{
+		key: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, baseURL: []string{"GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"},
+		missing: "GEMINI_API_KEY is not set (nor GOOGLE_API_KEY)",
+	}, opts)}
 }
 
 // thoughtBudgets maps reasoning_effort to a thinking budget in tokens.
@@ -47,19 +37,11 @@ var thoughtBudgets = map[string]int32{"none": 0, "minimal": 512, "low": 1024, "m
 // instruction) and streams the answer. reasoning_effort sets the thinking
 // budget (none 0, low 1024 tokens, medium 8192, high 24576).
 func (p *Gemini) Run(ctx context.Context, req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
-	ctx, r, err := p.start(ctx, onEvent)
+	ctx, r, c, err := p.start(ctx, req, onEvent, DefaultGeminiModel, 0)
 	if err != nil {
 		return nil, err
 	}
-	system, err := p.system(req)
-	if err != nil {
-		return nil, err
-	}
-	maxTokens, err := p.maxTokens(req, 0)
-	if err != nil {
-		return nil, err
-	}
-	model := p.model(req, DefaultGeminiModel)
+	system, model, maxTokens := c.system, c.model, c.maxTokens
 	cfg := &genai.GenerateContentConfig{}
 	if system != "" {
 		cfg.SystemInstruction = genai.NewContentFromText(system, genai.RoleUser)

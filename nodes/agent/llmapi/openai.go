@@ -27,21 +27,11 @@ var (
 )
 
 // NewOpenAI returns the openai provider.
-func NewOpenAI(opts Options) *OpenAI { return &OpenAI{newBase("openai", opts)} }
-
-// Name is "openai".
-func (p *OpenAI) Name() string { return "openai" }
-
-// Check reports a missing key: OPENAI_API_KEY must be set, unless
-// OPENAI_BASE_URL names another server (a local one may need none).
-func (p *OpenAI) Check(context.Context) error {
-	key, _ := p.env("OPENAI_API_KEY")
-	baseURL, _ := p.env("OPENAI_BASE_URL")
-	if key == "" && baseURL == "" {
-		return &agent.Error{Provider: p.name, Class: agent.ClassAuth,
-			Msg: "auth: OPENAI_API_KEY is not set (or set OPENAI_BASE_URL to an OpenAI-compatible server)"}
-	}
-	return nil
+func NewOpenAI(opts Options) *OpenAI {
+	return &OpenAI{newBase("openai", credentials{
+		key: []string{"OPENAI_API_KEY"}, baseURL: []string{"OPENAI_BASE_URL"},
+		missing: "OPENAI_API_KEY is not set (or set OPENAI_BASE_URL to an OpenAI-compatible server)",
+	}, opts)}
 }
 
 // api is the API a request speaks: "responses" or "chat".
@@ -86,23 +76,15 @@ func (p *OpenAI) client() openai.Client {
 // the run's session id, and a request that resumes one continues it
 // (previous_response_id): a thread under fidelity full.
 func (p *OpenAI) Run(ctx context.Context, req *agent.Request, onEvent func(agent.Event)) (*agent.Result, error) {
-	ctx, r, err := p.start(ctx, onEvent)
+	ctx, r, c, err := p.start(ctx, req, onEvent, DefaultOpenAIModel, 0)
 	if err != nil {
 		return nil, err
 	}
-	system, err := p.system(req)
-	if err != nil {
-		return nil, err
-	}
-	maxTokens, err := p.maxTokens(req, 0)
-	if err != nil {
-		return nil, err
-	}
+	system, model, maxTokens := c.system, c.model, c.maxTokens
 	api, err := p.api(req)
 	if err != nil {
 		return nil, err
 	}
-	model := p.model(req, DefaultOpenAIModel)
 	client := p.client()
 	if api == "chat" {
 		return p.chat(ctx, r, client, req, system, model, maxTokens)
