@@ -188,8 +188,7 @@ func TestClusterStreamServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	r := &run{t: t, broker: b}
-	cfg := r.config(r.load(clusterGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "r1", true, ""
+	cfg := r.durable(clusterGraph, "r1")
 	fired := make(chan time.Time, 16)
 	cfg.Observer = func(ev *pb.Event) {
 		if ev.Kind == "node.completed" && ev.Node == "work" {

@@ -141,8 +141,7 @@ func TestContextDeltaAfterRestart(t *testing.T) {
 
 	b1 := start()
 	r1 := &run{t: t, broker: b1, reg: reg, ctx: map[string]string{"given": "1"}}
-	cfg := r1.config(r1.load(src))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "delta1", true, ""
+	cfg := r1.durable(src, "delta1")
 	s1, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 	select {
@@ -158,8 +157,7 @@ func TestContextDeltaAfterRestart(t *testing.T) {
 	mu.Unlock()
 	b2 := start()
 	r2 := &run{t: t, broker: b2, reg: reg}
-	cfg2 := r2.config(r2.load(src))
-	cfg2.ID, cfg2.Durable, cfg2.LogsDir = "delta1", true, ""
+	cfg2 := r2.durable(src, "delta1")
 	s2, err := session.Resume(ctx, cfg2)
 	require.NoError(t, err)
 	rep, err := s2.Wait(ctx)

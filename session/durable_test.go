@@ -90,8 +90,7 @@ func TestDurableRestart(t *testing.T) {
 	// First process: runs until b, then dies.
 	b1 := start()
 	r1 := &run{t: t, broker: b1, reg: reg}
-	cfg := r1.config(r1.load(src))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "dur1", true, ""
+	cfg := r1.durable(src, "dur1")
 	s1, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 	select {
@@ -108,8 +107,7 @@ func TestDurableRestart(t *testing.T) {
 	blockMu.Unlock()
 	b2 := start()
 	r2 := &run{t: t, broker: b2, reg: reg}
-	cfg2 := r2.config(r2.load(src))
-	cfg2.ID, cfg2.Durable, cfg2.LogsDir = "dur1", true, ""
+	cfg2 := r2.durable(src, "dur1")
 	s2, err := session.Resume(ctx, cfg2)
 	require.NoError(t, err)
 	rep, err := s2.Wait(ctx)
@@ -154,8 +152,7 @@ func TestDurableRestart(t *testing.T) {
 		}
 	}
 	require.NotZero(t, afterA)
-	cfg3 := r2.config(r2.load(src))
-	cfg3.ID, cfg3.Durable, cfg3.LogsDir = "dur1fork", true, ""
+	cfg3 := r2.durable(src, "dur1fork")
 	cfg3.ForkOf, cfg3.FromCheckpoint = "dur1", afterA
 	s3, err := session.Resume(ctx, cfg3)
 	require.NoError(t, err)
@@ -219,11 +216,9 @@ func TestDurableRideThrough(t *testing.T) {
 				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "held"}, nil
 			})}))
 	}}
-	g := r.load(`digraph ride { start [shape=Mdiamond]; exit [shape=Msquare]
+	cfg := r.durable(`digraph ride { start [shape=Mdiamond]; exit [shape=Msquare]
 		a [type="custom.echo"]; b [type="custom.hang"]; c [type="custom.echo"]; d [type="custom.echo"]
-		start -> a -> b -> c -> d -> exit }`)
-	cfg := r.config(g)
-	cfg.ID, cfg.Durable, cfg.LogsDir = "ride", true, ""
+		start -> a -> b -> c -> d -> exit }`, "ride")
 	s, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 	select {
@@ -271,14 +266,12 @@ func TestDurableStoreFull(t *testing.T) {
 				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: big}, nil
 			})}))
 	}}
-	g := r.load(`digraph full { graph [max_visits=1000, stall_after=0]
+	cfg := r.durable(`digraph full { graph [max_visits=1000, stall_after=0]
 		start [shape=Mdiamond]; exit [shape=Msquare]
 		a [type="custom.echo"]; b [type="custom.echo"]
 		start -> a -> b
 		b -> a [condition="outcome=success"]
-		b -> exit [condition="outcome=fail"] }`)
-	cfg := r.config(g)
-	cfg.ID, cfg.Durable, cfg.LogsDir = "full", true, ""
+		b -> exit [condition="outcome=fail"] }`, "full")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s, err := session.Start(ctx, cfg)

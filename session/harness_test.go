@@ -53,6 +53,15 @@ func builtinTypes() []string {
 	return reg.Types()
 }
 
+// durable is the configuration of a durable session id of the graph src,
+// logging nowhere.
+func (r *run) durable(src, id string) session.Config {
+	r.t.Helper()
+	cfg := r.config(r.load(src))
+	cfg.ID, cfg.Durable, cfg.LogsDir = id, true, ""
+	return cfg
+}
+
 func (r *run) config(g *graph.Graph) session.Config {
 	r.t.Helper()
 	var m *agent.Mock

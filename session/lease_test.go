@@ -25,8 +25,7 @@ func TestLeaseOneRunner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := newRun(t)
-	cfg := r.config(r.load(leaseGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "owned", true, ""
+	cfg := r.durable(leaseGraph, "owned")
 	s1, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 
@@ -60,8 +59,7 @@ func TestLeaseTakeoverAfterTTL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := newRun(t)
-	cfg := r.config(r.load(leaseGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "crashed", true, ""
+	cfg := r.durable(leaseGraph, "crashed")
 	s, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 	s.Stop()
@@ -136,8 +134,7 @@ func TestLeaseRenewalSurvivesALostReply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := newRun(t)
-	cfg := r.config(r.load(leaseGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "renewed", true, ""
+	cfg := r.durable(leaseGraph, "renewed")
 	cfg.LeaseTTL = 300 * time.Millisecond // renewed every 100 ms
 	s, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
@@ -213,8 +210,7 @@ func TestLeaseSkewedClockLeavesALiveOwner(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r := newRun(t)
-	cfg := r.config(r.load(leaseGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "skewed", true, ""
+	cfg := r.durable(leaseGraph, "skewed")
 	s, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
 	s.Stop()

@@ -58,8 +58,7 @@ func startLive(t *testing.T, r *run, cfg session.Config) *live {
 // and acknowledged, when it ends — not one per later wake-up.
 func TestBudgetRefusesEveryHeldEnvelope(t *testing.T) {
 	r := newRun(t)
-	cfg := r.config(r.load(`digraph s { kind="session"; worker [type="custom.echo", budget_tokens=100] }`))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "refuse1", true, ""
+	cfg := r.durable(`digraph s { kind="session"; worker [type="custom.echo", budget_tokens=100] }`, "refuse1")
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	require.NoError(t, cfg.Registry.Replace(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
 		func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {

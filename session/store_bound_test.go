@@ -35,8 +35,7 @@ func TestStoreBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r := newRun(t)
-	cfg := r.config(r.load(clusterGraph))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "bounded", true, ""
+	cfg := r.durable(clusterGraph, "bounded")
 	fired := make(chan struct{}, total)
 	cfg.Observer = func(ev *pb.Event) {
 		if ev.Kind == "node.completed" && ev.Node == "work" {
