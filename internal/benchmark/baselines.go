@@ -42,9 +42,15 @@ func prefix(what string) string { return "bench." + what + "." + strconv.FormatI
 // line, each decoding the Envelope, re-encoding it and publishing it to the
 // next. It returns the median time per hop over passes runs of the line.
 func RawNATSChain(ctx context.Context, env *Env, n, passes int) (time.Duration, error) {
+	per, err := rawNATSChain(ctx, env, n, passes)
+	return time.Duration(median(per)), err
+}
+
+// rawNATSChain is RawNATSChain's time per hop of every pass, in ns.
+func rawNATSChain(ctx context.Context, env *Env, n, passes int) ([]float64, error) {
 	nc, err := env.Broker.NewConn()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer nc.Close()
 	p := prefix("chain")
@@ -66,29 +72,29 @@ func RawNATSChain(ctx context.Context, env *Env, n, passes int) (time.Duration, 
 			_ = nc.Publish(next, out)
 		})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	if err := nc.Flush(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	data, _ := proto.Marshal(hopEnvelope("x"))
 	var per []float64
 	for r := -1; r < passes; r++ { // the first pass warms up
 		t0 := time.Now()
 		if err := nc.Publish(p+".0", data); err != nil {
-			return 0, err
+			return nil, err
 		}
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 		if r >= 0 {
 			per = append(per, float64(time.Since(t0))/float64(n))
 		}
 	}
-	return time.Duration(median(per)), nil
+	return per, nil
 }
 
 // GoChain is an in-process chain of n Go functions passing a message (text
@@ -349,9 +355,15 @@ func outsideEnvelope(session, id, from, edge string, i int) *pb.Envelope {
 // subscribers decode, re-encode and publish to one collector. It returns
 // the median time per branch.
 func RawNATSFanOut(ctx context.Context, env *Env, n, passes int) (time.Duration, error) {
+	per, err := rawNATSFanOut(ctx, env, n, passes)
+	return time.Duration(median(per)), err
+}
+
+// rawNATSFanOut is RawNATSFanOut's time per branch of every pass, in ns.
+func rawNATSFanOut(ctx context.Context, env *Env, n, passes int) ([]float64, error) {
 	nc, err := env.Broker.NewConn()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer nc.Close()
 	p := prefix("fan")
@@ -365,7 +377,7 @@ func RawNATSFanOut(ctx context.Context, env *Env, n, passes int) (time.Duration,
 			_ = nc.Publish(p+".in", out)
 		})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	_, err = nc.Subscribe(p+".in", func(m *nats.Msg) {
@@ -376,10 +388,10 @@ func RawNATSFanOut(ctx context.Context, env *Env, n, passes int) (time.Duration,
 		}
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := nc.Flush(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	var per []float64
 	for r := 0; r < passes; r++ {
@@ -387,17 +399,17 @@ func RawNATSFanOut(ctx context.Context, env *Env, n, passes int) (time.Duration,
 		for i := 0; i < n; i++ {
 			data, _ := proto.Marshal(hopEnvelope("f" + strconv.Itoa(i)))
 			if err := nc.Publish(p+"."+strconv.Itoa(i), data); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
 		select {
 		case <-done:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 		per = append(per, float64(time.Since(t0))/float64(n))
 	}
-	return time.Duration(median(per)), nil
+	return per, nil
 }
 
 func newActorSystem() *actor.ActorSystem {

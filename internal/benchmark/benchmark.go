@@ -44,6 +44,12 @@ type Config struct {
 	// MinNodes is how many node firings a chain size is repeated to at
 	// least (small chains run several times, the median is kept).
 	MinNodes int
+	// Rounds is how many times each case with a ratio is measured, in
+	// alternation with its first baseline (baseline, case, baseline, …,
+	// case, baseline); the row keeps the median of each. The machine may be
+	// shared: a baseline measured once, at one moment, skewed every ratio
+	// that moment was slow or fast for. 0 means 3.
+	Rounds int
 	// Timeout bounds one measurement.
 	Timeout time.Duration
 	// Progress receives a line per measurement (nil: none).
@@ -52,7 +58,8 @@ type Config struct {
 
 // Quick is a configuration that runs everything in seconds, on tiny sizes.
 func Quick() Config {
-	return Config{Chains: []int{10, 100}, Events: 2000, FanOut: 10, Idle: []int{200}, CLIRuns: 2, MinNodes: 200, Timeout: time.Minute}
+	return Config{Chains: []int{10, 100}, Events: 2000, FanOut: 10, Idle: []int{200}, CLIRuns: 2, MinNodes: 200, Rounds: 2,
+		Timeout: time.Minute}
 }
 
 // Full is the configuration of the performance issue's table.
@@ -155,6 +162,9 @@ func Run(ctx context.Context, cfg Config) ([]Row, error) {
 	if cfg.MinNodes <= 0 {
 		cfg.MinNodes = 1
 	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 3
+	}
 	var rows []Row
 	add := func(r Row) {
 		rows = append(rows, r)
@@ -193,6 +203,42 @@ func median(ds []float64) float64 {
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2]
+}
+
+// series is one figure measured in rounds: every sample of every round,
+// and the first error (after which it is not measured again).
+type series struct {
+	measure func() ([]float64, error)
+	samples []float64
+	err     error
+}
+
+func (s *series) run() {
+	if s.err != nil {
+		return
+	}
+	v, err := s.measure()
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.samples = append(s.samples, v...)
+}
+
+// median of the samples so far (0 with none).
+func (s *series) median() float64 { return median(slices.Clone(s.samples)) }
+
+// alternate measures cases and their baseline in turns — baseline, the
+// cases, baseline, the cases, …, baseline — rounds times, so a slow moment
+// of a shared machine weighs on the baseline as on the cases.
+func alternate(rounds int, base *series, cases ...*series) {
+	for r := 0; r < rounds; r++ {
+		base.run()
+		for _, c := range cases {
+			c.run()
+		}
+	}
+	base.run()
 }
 
 // reps is how many times a chain of n nodes runs to reach min firings.

@@ -26,10 +26,24 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	perNode := map[bool]map[int]float64{false: {}, true: {}}
 	for _, n := range cfg.Chains {
 		passes := reps(n, cfg.MinNodes)
-		c, cancel := withTimeout(ctx, cfg)
-		raw, rawErr := RawNATSChain(c, env, n, max(passes, 10))
-		rawErr = why(c, rawErr)
-		cancel()
+		// The raw NATS line and the two chains in turns (alternate); a
+		// round runs each chain passes/rounds times.
+		rounds := min(cfg.Rounds, passes)
+		per := (passes + rounds - 1) / rounds
+		timed := func(f func(context.Context) ([]float64, error)) func() ([]float64, error) {
+			return func() ([]float64, error) {
+				c, cancel := withTimeout(ctx, cfg)
+				defer cancel()
+				v, err := f(c)
+				return v, why(c, err)
+			}
+		}
+		raw := &series{measure: timed(func(c context.Context) ([]float64, error) { return rawNATSChain(c, env, n, max(per, 10)) })}
+		chains := map[bool]*series{}
+		for _, durable := range []bool{false, true} {
+			chains[durable] = &series{measure: timed(func(c context.Context) ([]float64, error) { return chain(c, env, n, per, durable) })}
+		}
+		alternate(rounds, raw, chains[false], chains[true])
 		act, actErr := func() (time.Duration, error) {
 			c, cancel := withTimeout(ctx, cfg)
 			defer cancel()
@@ -37,24 +51,21 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 		}()
 		gochain := GoChain(n, max(passes, 100))
 		for _, durable := range []bool{false, true} {
-			c, cancel := withTimeout(ctx, cfg)
-			d, err := Chain(c, env, n, passes, durable)
-			err = why(c, err)
-			cancel()
 			name := fmt.Sprintf("pipeline N=%d, no checkpoints", n)
 			if durable {
 				name = fmt.Sprintf("pipeline N=%d, checkpoints (durable)", n)
 			}
-			r := Row{Group: "chain", Case: name, Unit: unitUs, Value: us(d)}
-			if err != nil {
-				r.Error, r.Value = err.Error(), 0
+			s := chains[durable]
+			r := Row{Group: "chain", Case: name, Unit: unitUs, Value: s.median() / 1e3}
+			if s.err != nil {
+				r.Error, r.Value = s.err.Error(), 0
 			} else {
-				perNode[durable][n] = us(d)
+				perNode[durable][n] = r.Value
 			}
-			if rawErr != nil {
-				r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
+			if raw.err != nil {
+				r.Error = strings.TrimSpace(r.Error + " baseline: " + raw.err.Error())
 			}
-			r.base("raw NATS hop", us(raw))
+			r.base("raw NATS hop", raw.median()/1e3)
 			if actErr == nil {
 				r.base("protoactor hop", us(act))
 			}
@@ -98,40 +109,54 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 }
 
 func ingestRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
-	c, cancel := withTimeout(ctx, cfg)
-	raw, rawErr := RawNATSIngest(c, env, cfg.Events)
-	rawErr = why(c, rawErr)
-	cancel()
-	c, cancel = withTimeout(ctx, cfg)
-	js, jsErr := JetStreamIngest(c, env, cfg.Events)
-	jsErr = why(c, jsErr)
-	cancel()
-	for _, durable := range []bool{false, true} {
-		for _, d := range []Delivery{Queue, Latest, Join3} {
+	rate := func(f func(context.Context) (float64, error)) *series {
+		return &series{measure: func() ([]float64, error) {
 			c, cancel := withTimeout(ctx, cfg)
-			v, err := Ingest(c, env, d, cfg.Events, durable)
-			err = why(c, err)
-			cancel()
+			defer cancel()
+			v, err := f(c)
+			if err = why(c, err); err != nil {
+				return nil, err
+			}
+			return []float64{v}, nil
+		}}
+	}
+	// Each case alternates with its first baseline (alternate): the raw
+	// subscriber for the cases that are not durable, JetStream's
+	// consume+ack for the durable ones. The raw subscriber's figure on a
+	// durable row is the median of all its rounds.
+	raw := rate(func(c context.Context) (float64, error) { return RawNATSIngest(c, env, cfg.Events) })
+	js := rate(func(c context.Context) (float64, error) { return JetStreamIngest(c, env, cfg.Events) })
+	for _, durable := range []bool{false, true} {
+		base := raw
+		if durable {
+			base = js
+		}
+		cases := map[Delivery]*series{}
+		var all []*series
+		for _, d := range []Delivery{Queue, Latest, Join3} {
+			cases[d] = rate(func(c context.Context) (float64, error) { return Ingest(c, env, d, cfg.Events, durable) })
+			all = append(all, cases[d])
+		}
+		alternate(cfg.Rounds, base, all...)
+		for _, d := range []Delivery{Queue, Latest, Join3} {
+			s := cases[d]
 			what := "not durable"
 			if durable {
 				what = "durable"
 			}
-			r := Row{Group: "ingest", Case: fmt.Sprintf("ingest %d events, %s edge, %s", cfg.Events, d, what), Unit: unitRate, Value: v}
-			if err != nil {
-				r.Error, r.Value = err.Error(), 0
+			r := Row{Group: "ingest", Case: fmt.Sprintf("ingest %d events, %s edge, %s", cfg.Events, d, what), Unit: unitRate, Value: s.median()}
+			if s.err != nil {
+				r.Error, r.Value = s.err.Error(), 0
+			}
+			if base.err != nil {
+				r.Error = strings.TrimSpace(r.Error + " baseline: " + base.err.Error())
 			}
 			if durable {
-				if jsErr != nil {
-					r.Error = strings.TrimSpace(r.Error + " baseline: " + jsErr.Error())
-				}
-				r.base("JetStream consume+ack", js)
-				r.base("raw NATS subscriber", raw)
+				r.base("JetStream consume+ack", js.median())
+				r.base("raw NATS subscriber", raw.median())
 				r.ratioTarget("≥ 50% of JetStream", func(x float64) bool { return x >= 0.5 })
 			} else {
-				if rawErr != nil {
-					r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
-				}
-				r.base("raw NATS subscriber", raw)
+				r.base("raw NATS subscriber", raw.median())
 				r.ratioTarget("≥ 30% of raw NATS", func(x float64) bool { return x >= 0.3 })
 			}
 			add(r)
@@ -141,19 +166,21 @@ func ingestRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 
 func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
 	passes := reps(cfg.FanOut, cfg.MinNodes)
+	rounds := min(cfg.Rounds, passes)
+	per := (passes + rounds - 1) / rounds
 	c, cancel := withTimeout(ctx, cfg)
 	defer cancel()
-	raw, rawErr := RawNATSFanOut(c, env, cfg.FanOut, max(passes, 10))
-	d, err := FanOut(c, env, cfg.FanOut, passes, false)
-	err = why(c, err)
-	r := Row{Group: "fanout", Case: fmt.Sprintf("fan-out 1→%d→fan-in, no checkpoints", cfg.FanOut), Unit: unitBranch, Value: us(d)}
-	if err != nil {
-		r.Error, r.Value = err.Error(), 0
+	raw := &series{measure: func() ([]float64, error) { return rawNATSFanOut(c, env, cfg.FanOut, max(per, 10)) }}
+	fan := &series{measure: func() ([]float64, error) { v, err := fanOut(c, env, cfg.FanOut, per, false); return v, why(c, err) }}
+	alternate(rounds, raw, fan)
+	r := Row{Group: "fanout", Case: fmt.Sprintf("fan-out 1→%d→fan-in, no checkpoints", cfg.FanOut), Unit: unitBranch, Value: fan.median() / 1e3}
+	if fan.err != nil {
+		r.Error, r.Value = fan.err.Error(), 0
 	}
-	if rawErr != nil {
-		r.Error = strings.TrimSpace(r.Error + " baseline: " + rawErr.Error())
+	if raw.err != nil {
+		r.Error = strings.TrimSpace(r.Error + " baseline: " + raw.err.Error())
 	}
-	r.base("raw NATS fan-out", us(raw))
+	r.base("raw NATS fan-out", raw.median()/1e3)
 	return r
 }
 

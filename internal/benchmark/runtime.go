@@ -37,9 +37,15 @@ func chainGraph(n int) *switchyard.Graph {
 // times (durable: with checkpoints, the default; else
 // WithoutCheckpoints) and returns the median wall time per node.
 func Chain(ctx context.Context, env *Env, n, passes int, durable bool) (time.Duration, error) {
+	per, err := chain(ctx, env, n, passes, durable)
+	return time.Duration(median(per)), err
+}
+
+// chain is Chain's wall time per node of every pass, in ns.
+func chain(ctx context.Context, env *Env, n, passes int, durable bool) ([]float64, error) {
 	g := chainGraph(n)
 	if _, err := g.Build(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	opts := []switchyard.Option{switchyard.WithBroker(env.Broker)}
 	if !durable {
@@ -50,19 +56,25 @@ func Chain(ctx context.Context, env *Env, n, passes int, durable bool) (time.Dur
 		t0 := time.Now()
 		rep, err := switchyard.Run(ctx, g, switchyard.Message{Text: "hello"}, opts...)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		if rep.Status != "success" {
-			return 0, fmt.Errorf("run ended %s: %s", rep.Status, rep.Reason)
+			return nil, fmt.Errorf("run ended %s: %s", rep.Status, rep.Reason)
 		}
 		per = append(per, float64(time.Since(t0))/float64(n))
 	}
-	return time.Duration(median(per)), nil
+	return per, nil
 }
 
 // FanOut runs start → parallel → n branches → fan-in → exit passes times
 // and returns the median wall time per branch.
 func FanOut(ctx context.Context, env *Env, n, passes int, durable bool) (time.Duration, error) {
+	per, err := fanOut(ctx, env, n, passes, durable)
+	return time.Duration(median(per)), err
+}
+
+// fanOut is FanOut's wall time per branch of every pass, in ns.
+func fanOut(ctx context.Context, env *Env, n, passes int, durable bool) ([]float64, error) {
 	g := switchyard.New("fan")
 	g.Node("p", graph.KV{"shape": "component"})
 	g.Node("f", graph.KV{"shape": "tripleoctagon"})
@@ -81,14 +93,14 @@ func FanOut(ctx context.Context, env *Env, n, passes int, durable bool) (time.Du
 		t0 := time.Now()
 		rep, err := switchyard.Run(ctx, g, switchyard.Message{Text: "hello"}, opts...)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		if rep.Status != "success" {
-			return 0, fmt.Errorf("run ended %s: %s", rep.Status, rep.Reason)
+			return nil, fmt.Errorf("run ended %s: %s", rep.Status, rep.Reason)
 		}
 		per = append(per, float64(time.Since(t0))/float64(n))
 	}
-	return time.Duration(median(per)), nil
+	return per, nil
 }
 
 // Delivery is an ingest case's shape.
