@@ -36,12 +36,20 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 	}
 	prefix := j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/"
 	var out []*pb.Artifact
+	told := false
+	storing := func() {
+		if !told && a.s.cfg.Storing != nil {
+			a.s.cfg.Storing(j.node.ID, j.firing)
+		}
+		told = true
+	}
 	// The response is stored for the nodes it is sent to: a node with no
 	// outgoing edge sends it nowhere, and storing it would grow the store
 	// by an object per firing for nothing (the journal and the events
 	// keep the response text).
 	if typ := j.in.Type; (typ == graph.TypeCodergen || (typ == graph.TypeConditional && j.node.Prompt() != "")) && o.Response != "" &&
 		len(j.in.Graph.OutEdges(j.node.ID)) > 0 {
+		storing()
 		art, err := broker.PutArtifact(ctx, a.s.cfg.JetStream, a.s.cfg.SessionID, prefix+"response.md", "response",
 			[]byte(o.Response), a.s.cfg.Storage)
 		if err != nil {
@@ -83,6 +91,7 @@ func (a *nodeActor) storeArtifacts(ctx context.Context, j *job, o *nodes.Outcome
 		if err != nil || !filepath.IsLocal(rel) {
 			return nil, fmt.Errorf("artifacts: %s is outside the working directory %s", f, dir)
 		}
+		storing()
 		art, err := broker.PutArtifact(ctx, a.s.cfg.JetStream, a.s.cfg.SessionID, prefix+filepath.ToSlash(rel), "file",
 			data, a.s.cfg.Storage)
 		if err != nil {

@@ -61,7 +61,12 @@ type Config struct {
 	// last ones.
 	Floors map[string]uint64
 	// Storage is where the session's artifacts are stored (durable).
-	Storage  broker.Storage
+	Storage broker.Storage
+	// Storing, when set, is told on the handler's goroutine, before a
+	// firing stores its first artifact, the node and firing number whose
+	// commit will refer to it: the session's artifact retention leaves the
+	// firing's objects alone until its journal record is numbered.
+	Storing  func(node string, firing uint64)
 	Registry *nodes.Registry
 	// Work sends the firings of nodes with a pool attribute (or
 	// type="remote") to worker processes; nil refuses such nodes.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,47 +24,68 @@ import (
 // Without a bound a session running for weeks would keep an object per
 // firing. The rule ties them to the journal's compaction floor:
 //
-//   - an object is deleted once it has been in the store for JournalKeep
-//     commits (the journal keeps its last JournalKeep records, so no
-//     history entry or checkpoint a fork may start from is younger than
-//     it: the commits that produced it were compacted), and
+//   - an object is deleted once the record of the firing that made it is
+//     JournalKeep records behind the last one written (the journal keeps
+//     its last JournalKeep records, so no history entry or checkpoint a
+//     fork may start from is younger than it: the record was compacted),
+//     and
 //   - only when no live envelope refers to it: none pending in the journal
 //     (produced and not yet consumed — waiting in a buffer, a join, a
 //     manual gate), none in the work stream (what nodes have not consumed,
 //     outside envelopes among it).
 //
+// An object is made before its firing's record is numbered (the record is
+// queued when the firing commits, and written later by the journal's
+// writer), so age is never judged by the records written when a sweep
+// sees an object. A firing tells the journal before it stores its first
+// object (actors.Config.Storing); a sweep lists the store, then reads the
+// last record numbered and the firings that stored objects and have no
+// record yet. An object it lists whose firing has a record has a record
+// numbered at most that; the objects of firings without one are left out
+// of the sweep, and counted from a later one. So every object a sweep saw
+// has its record (if any: a firing that failed may leave objects no
+// envelope refers to) at or below that sweep's number, and the sweep's
+// objects are old once JournalKeep records above it were written. A
+// firing that stores an object again (a firing run again after a restart,
+// under the same number) makes the earlier sweeps forget the firing's
+// objects.
+//
 // The sweep runs on a goroutine of the session's every compactEvery
-// commits (when the journal compacts); it remembers which objects it saw
-// at each of its last JournalKeep/compactEvery sweeps, so an object is
-// old once a sweep that long ago saw it. After a restart the memory starts
-// empty: deletion is delayed, never early. Files uploaded for an outside
-// envelope (switchyard pub --file, inbox/<envelope id>/<file>) follow the
-// same rule: kept while an envelope refers to them, and JournalKeep
-// commits at least.
+// commits (when the journal compacts); it remembers the objects each of its
+// sweeps saw until they are old. After a restart the memory starts empty:
+// an object made before it (its record, if any, numbered before the
+// restart) is counted from the first sweep that sees it: deletion is
+// delayed, never early. Files uploaded for an outside envelope (switchyard
+// pub --file, inbox/<envelope id>/<file>) have no firing: kept while an
+// envelope refers to them, and at least JournalKeep records after a sweep
+// first saw them.
 
 // sweeper deletes a durable session's artifacts past their retention.
 type sweeper struct {
-	js      jetstream.JetStream
-	session string
-	pending func() map[string]bool // refs of the journal's pending envelopes
-	log     func(msg string, args ...any)
+	js       jetstream.JetStream
+	session  string
+	pending  func() map[string]bool // refs of the journal's pending envelopes
+	numbered func() numbering       // the journal's last record numbered, and the firings storing objects
+	log      func(msg string, args ...any)
 
 	kick chan struct{}
 	quit chan struct{}
 	wg   sync.WaitGroup
 
 	mu   sync.Mutex
-	last uint64 // the commit of the last kick
+	last uint64 // the last record written
 
 	gens    []generation  // object names seen by each of the last sweeps, oldest first
-	maxGap  uint64        // the most commits between two sweeps (tests, measurements; the sweep's goroutine)
-	swept   atomic.Uint64 // the last commit the last sweep knew of (tests)
+	maxGap  uint64        // the most records numbered between two sweeps (tests, measurements; the sweep's goroutine)
+	swept   atomic.Uint64 // the last record numbered when the last sweep listed the store (tests)
+	judged  atomic.Uint64 // the last record written the last sweep judged by (tests)
 	deleted atomic.Int64  // objects deleted so far (tests, measurements)
 	sweeps  atomic.Int64  // sweeps done
 }
 
-func newSweeper(js jetstream.JetStream, session string, pending func() map[string]bool, log func(string, ...any)) *sweeper {
-	w := &sweeper{js: js, session: session, pending: pending, log: log,
+func newSweeper(js jetstream.JetStream, session string, pending func() map[string]bool, numbered func() numbering,
+	log func(string, ...any)) *sweeper {
+	w := &sweeper{js: js, session: session, pending: pending, numbered: numbered, log: log,
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	w.wg.Add(1)
 	go w.loop()
@@ -115,31 +137,41 @@ func (w *sweeper) loop() {
 	}
 }
 
-// generations is how many sweeps an object must have been seen by before
-// it is old: JournalKeep commits' worth.
-func generations() int {
-	return max(1, (JournalKeep+int(compactEvery)-1)/int(compactEvery))
-}
-
-// sweep deletes the objects a sweep generations() ago saw that no live
-// envelope refers to.
+// sweep deletes the objects that an earlier sweep saw JournalKeep records
+// before the last one written and that no live envelope refers to.
 func (w *sweeper) sweep(ctx context.Context) error {
 	names, err := broker.ArtifactNames(ctx, w.js, w.session)
 	if err != nil {
 		return err
 	}
-	now := make(map[string]bool, len(names))
-	for _, name := range names {
-		now[name] = true
-	}
+	// After the list: an object listed was made after its firing told the
+	// journal, so its firing is storing yet or has its record numbered.
+	at := w.numbered()
 	w.mu.Lock()
 	cur := w.last
 	w.mu.Unlock()
-	// Old: what a sweep saw JournalKeep commits ago or more (sweeps that
-	// fell behind a burst of commits are fewer, not later: counting
-	// commits, not sweeps, deletes on time all the same).
+	now := make(map[string]bool, len(names))
+	for _, name := range names {
+		if !at.making[firingOf(name)] {
+			now[name] = true
+		}
+	}
+	if len(at.remade) > 0 {
+		// Objects made again: the earlier sweeps saw another version.
+		for i, g := range w.gens {
+			kept := g.names[:0]
+			for _, name := range g.names {
+				if !at.remade[firingOf(name)] {
+					kept = append(kept, name)
+				}
+			}
+			w.gens[i].names = kept
+		}
+	}
+	// Old: what a sweep saw when the last record numbered was JournalKeep
+	// records or more before the last one written.
 	old := 0
-	for old < len(w.gens) && (w.gens[old].seq+uint64(JournalKeep) <= cur || len(w.gens)-old > generations()) {
+	for old < len(w.gens) && w.gens[old].seq+uint64(JournalKeep) <= cur {
 		old++
 	}
 	var live map[string]bool
@@ -169,18 +201,82 @@ func (w *sweeper) sweep(ctx context.Context) error {
 		seen = append(seen, name)
 	}
 	if w.sweeps.Load() > 0 {
-		w.maxGap = max(w.maxGap, cur-w.swept.Load())
+		w.maxGap = max(w.maxGap, at.seq-w.swept.Load())
 	}
-	w.gens = append(w.gens, generation{seq: cur, names: seen})
-	w.swept.Store(cur)
+	w.gens = append(w.gens, generation{seq: at.seq, names: seen})
+	w.swept.Store(at.seq)
+	w.judged.Store(cur)
 	w.sweeps.Add(1)
 	return nil
 }
 
-// generation is what one sweep saw, and the last commit it knew of.
+// generation is what one sweep saw, and the last record numbered when it
+// listed the store: the records of the firings that made those objects
+// are at or below it.
 type generation struct {
 	seq   uint64
 	names []string
+}
+
+// firingOf is the <node>/<firing>/ prefix of an object's name ("" for a
+// name of another form).
+func firingOf(name string) string {
+	i := strings.IndexByte(name, '/')
+	if i < 0 {
+		return ""
+	}
+	k := strings.IndexByte(name[i+1:], '/')
+	if k < 0 {
+		return ""
+	}
+	return name[:i+1+k+1]
+}
+
+// firingKey names a firing that stores objects.
+type firingKey struct {
+	node   string
+	firing uint64
+}
+
+func (k firingKey) prefix() string { return k.node + "/" + strconv.FormatUint(k.firing, 10) + "/" }
+
+// numbering is what a sweep reads of the journal after listing the store.
+type numbering struct {
+	seq    uint64          // the last record numbered
+	making map[string]bool // the <node>/<firing>/ of the firings that stored objects and have no record yet
+	remade map[string]bool // those of the firings that started storing since the last sweep
+}
+
+// storing notes that a firing stores objects (actors.Config.Storing): until
+// its record is numbered, sweeps leave its objects alone.
+func (j *journal) storing(node string, firing uint64) {
+	k := firingKey{node, firing}
+	j.mu.Lock()
+	if j.making == nil {
+		j.making = map[firingKey]bool{}
+	}
+	j.making[k] = true
+	j.remade = append(j.remade, k)
+	j.mu.Unlock()
+}
+
+// numbered is the journal's numbering for a sweep; it forgets the firings
+// that started storing since the last call.
+func (j *journal) numbered() numbering {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	at := numbering{seq: j.seq, making: make(map[string]bool, len(j.making))}
+	for k := range j.making {
+		at.making[k.prefix()] = true
+	}
+	if len(j.remade) > 0 {
+		at.remade = make(map[string]bool, len(j.remade))
+		for _, k := range j.remade {
+			at.remade[k.prefix()] = true
+		}
+		j.remade = nil
+	}
+	return at
 }
 
 // liveRefs are the objects live envelopes refer to: those pending in the

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
@@ -149,14 +151,113 @@ func TestArtifactsBounded(t *testing.T) {
 	// gaps more (a sweep is kicked every compactEvery commits, but sweeps
 	// run one at a time beside the firings: batched commits,
 	// journal_writer.go, outrun them under -race).
-	// Sweeps count written records, and an object is made before its
-	// firing's record is written: up to the records queued for the
-	// journal's writer more (at most a gap's worth: the writer does not
-	// hold a sweep up). The envelopes the stream still stores keep theirs
-	// too.
+	// A sweep is numbered by the last record numbered, written or queued
+	// for the journal's writer: up to the records queued more (at most a
+	// gap's worth: the writer does not hold a sweep up). The envelopes the
+	// stream still stores keep theirs too.
 	maxGap, stored, err := session.SweepArtifacts(s)
 	require.NoError(t, err)
 	n3, _, _ := objects()
 	t.Logf("%d objects kept; sweeps at most %d commits apart; %d envelopes stored", len(n3), maxGap, stored)
 	require.LessOrEqual(t, len(n3), (session.JournalKeep+3*int(max(maxGap, uint64(every))))/2+2+int(stored))
+}
+
+// TestArtifactsNeverEarly: an object is deleted only once the record of
+// the firing that made it is JournalKeep records behind the last one
+// written, however many records wait unwritten when a sweep first sees it.
+// A checkpoint policy of one write an hour (on a fake clock) holds the
+// records of five firings while a sweep lists their objects; then every
+// firing is written, and a sweep after each one may delete only the
+// objects whose records are old enough.
+func TestArtifactsNeverEarly(t *testing.T) {
+	const keep = 6
+	t.Cleanup(session.SetJournalKeep(keep, 2))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := newRun(t)
+	g, diags := graph.Load("r.dot", []byte(`digraph r { kind="session"; stall_after=0
+		work [prompt="work"]; sink [shape=diamond]; work -> sink }`), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	fake := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := r.config(g)
+	cfg.ID, cfg.Durable, cfg.LogsDir, cfg.Clock = "early", true, "", fake
+	cfg.Checkpoint = &session.CheckpointPolicy{Every: time.Hour}
+	sinks := make(chan struct{}, 64)
+	saved := make(chan uint64, 256) // the records of work's firings, in order
+	cfg.Observer = func(ev *pb.Event) {
+		switch {
+		case ev.Kind == "node.completed" && ev.Node == "sink":
+			sinks <- struct{}{}
+		case ev.Kind == "checkpoint.saved" && ev.Node == "work":
+			for _, a := range ev.Attrs {
+				if a.Key == "checkpoint" {
+					n, err := strconv.ParseUint(a.Value, 10, 64)
+					if err == nil {
+						saved <- n
+					}
+				}
+			}
+		}
+	}
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+	js := r.broker.JetStream()
+	send := func(i int) {
+		t.Helper()
+		_, err := js.Publish(ctx, broker.NodeIn("early", "work"), []byte(`{"payload":{"message":"n`+strconv.Itoa(i)+`"}}`),
+			jetstream.WithMsgID("ev"+strconv.Itoa(i)))
+		require.NoError(t, err)
+		select {
+		case <-sinks:
+		case <-ctx.Done():
+			t.Fatalf("input %d did not reach sink", i)
+		}
+	}
+	exists := func(name string) bool {
+		t.Helper()
+		names, err := broker.ArtifactNames(ctx, js, "early")
+		require.NoError(t, err)
+		return slices.Contains(names, name)
+	}
+	// Firing 1 is written (the first commit is due), 2..6 are held.
+	const held = 6
+	for i := 1; i <= held; i++ {
+		send(i)
+	}
+	for i := 1; i <= held; i++ {
+		require.True(t, exists("work/"+strconv.Itoa(i)+"/response.md"))
+	}
+	_, err = session.SweepArtifactsNow(s)
+	require.NoError(t, err)
+
+	var records []uint64 // records[i-1]: the record of work's firing i
+	record := func(firing int) uint64 {
+		t.Helper()
+		for len(records) < firing {
+			select {
+			case n := <-saved:
+				records = append(records, n)
+			case <-ctx.Done():
+				t.Fatalf("no record of work's firing %d", firing)
+			}
+		}
+		return records[firing-1]
+	}
+	deleted := map[int]bool{}
+	for i := held + 1; len(deleted) < held; i++ {
+		require.Less(t, i, 100, "objects kept: %v deleted", deleted)
+		fake.Advance(time.Hour) // this firing's commit writes what is held
+		send(i)
+		written, err := session.SweepArtifactsNow(s)
+		require.NoError(t, err)
+		for f := 1; f <= held; f++ {
+			if deleted[f] || exists("work/"+strconv.Itoa(f)+"/response.md") {
+				continue
+			}
+			deleted[f] = true
+			require.GreaterOrEqual(t, written, record(f)+keep,
+				"work/%d/response.md deleted when record %d was the last written; its record is %d", f, written, record(f))
+		}
+	}
 }

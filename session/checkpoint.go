@@ -132,6 +132,12 @@ type journal struct {
 	at          time.Time           // when the last record was written (durable)
 	sched       *scheduler.Snapshot // the scheduler's counters of the last record
 
+	// The firings that store objects and have no record numbered yet, and
+	// those that started storing since the last artifact sweep
+	// (artifact_retention.go).
+	making map[firingKey]bool
+	remade []firingKey
+
 	policy    CheckpointPolicy
 	cleanup   bool      // remove the checkpoint when the session succeeds
 	unsaved   int       // firings since the last write

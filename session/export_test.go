@@ -35,35 +35,11 @@ func SweepArtifacts(s *Session) (maxGap, stored uint64, err error) {
 	if w == nil {
 		return 0, 0, nil
 	}
-	// The work stream is trimmed (every compactEvery commits, beside the
-	// writer) of what was consumed first: until then its envelopes keep
-	// their objects live.
 	deadline := time.Now().Add(time.Minute)
-	var floors map[string]uint64
-	for {
-		s.jr.mu.Lock()
-		if !s.jr.maintaining {
-			s.jr.maintaining, floors = true, copyMap(s.jr.floors)
-			s.jr.mu.Unlock()
-			break
-		}
-		s.jr.mu.Unlock()
-		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("the journal's upkeep ran for a minute")
-		}
-		time.Sleep(10 * time.Millisecond) // polling the upkeep goroutine, with a deadline
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	s.jr.trim(ctx, floors)
-	st, err := s.jr.js.Stream(ctx, broker.StreamName(s.id))
+	stored, err = trimWork(s)
 	if err != nil {
 		return 0, 0, err
 	}
-	stored = st.CachedInfo().State.Msgs
-	s.jr.mu.Lock()
-	s.jr.maintaining = false
-	s.jr.mu.Unlock()
 	w.mu.Lock()
 	target := w.last
 	w.mu.Unlock()
@@ -82,4 +58,64 @@ func SweepArtifacts(s *Session) (maxGap, stored uint64, err error) {
 	}
 	s.Stop() // the sweeps are over: maxGap is read by this goroutine alone
 	return w.maxGap, stored, nil
+}
+
+// trimWork trims a durable session's work stream of what its nodes
+// consumed (the journal does it every compactEvery commits, beside the
+// writer: until then its envelopes keep their objects live) and returns
+// how many envelopes it still stores.
+func trimWork(s *Session) (stored uint64, err error) {
+	deadline := time.Now().Add(time.Minute)
+	var floors map[string]uint64
+	for {
+		s.jr.mu.Lock()
+		if !s.jr.maintaining {
+			s.jr.maintaining, floors = true, copyMap(s.jr.floors)
+			s.jr.mu.Unlock()
+			break
+		}
+		s.jr.mu.Unlock()
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the journal's upkeep ran for a minute")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the upkeep goroutine, with a deadline
+	}
+	defer func() {
+		s.jr.mu.Lock()
+		s.jr.maintaining = false
+		s.jr.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.jr.trim(ctx, floors)
+	st, err := s.jr.js.Stream(ctx, broker.StreamName(s.id))
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.Msgs, nil
+}
+
+// SweepArtifactsNow trims a durable session's work stream, waits for a
+// retention sweep that started after the call and returns the last journal
+// record written that the sweep judged by.
+func SweepArtifactsNow(s *Session) (written uint64, err error) {
+	w := s.sweep
+	if _, err := trimWork(s); err != nil {
+		return 0, err
+	}
+	deadline := time.Now().Add(time.Minute)
+	// A sweep under way may have listed the store before: the one after
+	// it is the one that counts.
+	after := w.sweeps.Load() + 2
+	for w.sweeps.Load() < after {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("no sweep in a minute")
+		}
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+		time.Sleep(5 * time.Millisecond) // polling the sweeper's progress, with a deadline
+	}
+	return w.judged.Load(), nil
 }

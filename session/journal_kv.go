@@ -97,6 +97,9 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 	}
 	snap := j.recordSched(rec.Node)
 	j.seq = seq
+	if c != nil && c.Status != "" && len(j.making) > 0 {
+		delete(j.making, firingKey{c.Node, c.Firing}) // its objects' record is numbered (artifact_retention.go)
+	}
 	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, rec: rec, sched: snap, ctx: ctx, done: done})
 	if !hold {
 		j.due = true

@@ -581,6 +581,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
+		acfg.Storing = s.jr.storing // artifact retention (artifact_retention.go)
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}
 			for k, v := range cp.Floors {
@@ -617,7 +618,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.jr.schedSnap = func() *scheduler.Snapshot { snap := sys.Scheduler().Snapshot(); return &snap }
 	s.jr.schedOf = func(node string) *scheduler.Snapshot { snap := sys.Scheduler().SnapshotOf(node); return &snap }
 	if cfg.Durable {
-		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr.pendingRefs, cfg.Logger.Warn)
+		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr.pendingRefs, s.jr.numbered, cfg.Logger.Warn)
 	}
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
