@@ -374,34 +374,47 @@ func TestPlantedOutcomeRefused(t *testing.T) {
 }
 
 // A worker whose connection is closed for good (it gave up reconnecting)
-// ends with nats.ErrConnectionClosed instead of pulling on it forever (its
-// supervisor starts it again).
+// ends with nats.ErrConnectionClosed instead of waiting or pulling on it
+// forever (its supervisor starts it again), wherever it is: closed before
+// it starts (it waits for the work stream on it), or once it made its
+// consumer (it may still be waiting for the answer, or pulling).
 func TestWorkerEndsWhenItsConnectionCloses(t *testing.T) {
-	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	reg := nodes.NewRegistry()
-	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
-	nc, err := b.NewConn()
-	require.NoError(t, err)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	w := &pool.Worker{NC: nc, JS: js, Pool: "p", Registry: reg, WorkDir: t.TempDir(), Concurrency: 2}
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	for {
-		if _, err := b.JetStream().Consumer(ctx, pool.Stream, pool.ConsumerName("p")); err == nil {
-			break
-		}
-		require.NoError(t, ctx.Err(), "the worker never made its consumer")
-		time.Sleep(10 * time.Millisecond) // polling the server
+	for _, tc := range []struct {
+		name   string
+		before bool // close before Run
+	}{{"before it starts", true}, {"once its consumer exists", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := brokertest.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			reg := nodes.NewRegistry()
+			require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
+			nc, err := b.NewConn()
+			require.NoError(t, err)
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			if tc.before {
+				nc.Close()
+			}
+			w := &pool.Worker{NC: nc, JS: js, Pool: "p", Registry: reg, WorkDir: t.TempDir(), Concurrency: 2}
+			done := make(chan error, 1)
+			go func() { done <- w.Run(ctx) }()
+			if !tc.before {
+				for {
+					if _, err := b.JetStream().Consumer(ctx, pool.Stream, pool.ConsumerName("p")); err == nil {
+						break
+					}
+					require.NoError(t, ctx.Err(), "the worker never made its consumer")
+					time.Sleep(10 * time.Millisecond) // polling the server
+				}
+				nc.Close()
+			}
+			select {
+			case err := <-done:
+				require.ErrorIs(t, err, nats.ErrConnectionClosed)
+			case <-ctx.Done():
+				t.Fatal("the worker went on after its connection closed")
+			}
+		})
 	}
-	nc.Close()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, nats.ErrConnectionClosed)
-	case <-ctx.Done():
-		t.Fatal("the worker went on after its connection closed")
-	}
-
 }

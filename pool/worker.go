@@ -54,7 +54,12 @@ func Consumer(ctx context.Context, js jetstream.JetStream, pool string, ackWait 
 	})
 }
 
-// Run serves jobs until ctx ends; jobs running then are finished first.
+// Run serves jobs until ctx ends; jobs running then are finished first. A
+// connection that is closed for good (it gave up reconnecting, or its
+// owner closed it) ends the worker with nats.ErrConnectionClosed, for its
+// supervisor to start it again, wherever the worker is: waiting for the
+// work stream or the pool's consumer, or pulling jobs. A worker that waited
+// or pulled on it forever would serve nothing.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := CheckName(w.Pool); err != nil {
 		return err
@@ -65,18 +70,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.Log == nil {
 		w.Log = slog.Default()
 	}
-	if err := w.awaitStream(ctx); err != nil {
+	ctx, stop := untilClosed(ctx, w.NC)
+	defer stop()
+	closedErr := func(err error) error {
+		if errors.Is(context.Cause(ctx), nats.ErrConnectionClosed) {
+			return fmt.Errorf("pool %s: %w", w.Pool, nats.ErrConnectionClosed)
+		}
 		return err
+	}
+	if err := w.awaitStream(ctx); err != nil {
+		return closedErr(err)
 	}
 	cons, err := w.awaitConsumer(ctx)
 	if err != nil {
-		return fmt.Errorf("pool %s: consumer: %w", w.Pool, err)
+		return closedErr(fmt.Errorf("pool %s: consumer: %w", w.Pool, err))
 	}
-	// A connection that is closed for good (it gave up reconnecting) ends
-	// the worker with that error, for its supervisor to start it again; a
-	// worker that pulled on it forever would serve nothing.
-	ctx, closed := context.WithCancelCause(ctx)
-	defer closed(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < w.Concurrency; i++ {
 		wg.Add(1)
@@ -86,7 +94,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 				if err != nil {
 					if errors.Is(err, nats.ErrConnectionClosed) || w.NC.IsClosed() {
-						closed(fmt.Errorf("pool %s: %w", w.Pool, nats.ErrConnectionClosed))
+						<-ctx.Done() // untilClosed ends it, with its cause
 						return
 					}
 					if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
@@ -103,10 +111,33 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); errors.Is(err, nats.ErrConnectionClosed) {
-		return err
+	return closedErr(nil)
+}
+
+// untilClosed returns ctx, also ended (with the cause
+// nats.ErrConnectionClosed) when nc is closed for good; stop ends the
+// watch and waits for it.
+func untilClosed(ctx context.Context, nc *nats.Conn) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ch := nc.StatusChanged(nats.CLOSED)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ch:
+			cancel(nats.ErrConnectionClosed)
+		case <-ctx.Done():
+		}
+	}()
+	if nc.IsClosed() { // closed before the listener was registered
+		cancel(nats.ErrConnectionClosed)
 	}
-	return nil
+	return ctx, func() {
+		cancel(nil)
+		wg.Wait()
+		nc.RemoveStatusListener(ch)
+	}
 }
 
 // awaitStream makes sure the work stream exists: it is left as it is when
