@@ -108,6 +108,9 @@ type nodeActor struct {
 
 	mailbox pinned // the goroutine that runs Receive
 	runner  pinned // the goroutine that runs the handler
+	// tailed: the mailbox handed a firing to the runner (pinned.handOff)
+	// that may still wait for the mailbox to run dry.
+	tailed bool
 	// io (durable sessions) runs what a firing does once its record is
 	// stored: its events and publications, while the runner already runs
 	// the next firing. inflight counts the firings (and refusals) handed to
@@ -284,6 +287,9 @@ func supersededBy(before, after []*pb.Envelope) []*pb.Envelope {
 
 // Receive never blocks: handlers run on goroutines owned by the System.
 func (a *nodeActor) Receive(c actor.Context) {
+	if a.tailed {
+		a.tailed = a.mailbox.ageTail()
+	}
 	switch m := c.Message().(type) {
 	case *delivery:
 		a.s.sched.Progress()
@@ -698,14 +704,21 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		c.Send(self, &runDone{firing: firing, res: res})
 		return
 	}
-	if !a.s.runOn(&a.runner, func() {
+	// The handler runs on the runner, from this goroutine once the mailbox
+	// runs dry (pinned.handOff), and reports back to the mailbox, which
+	// the same goroutine then runs when it is idle (pinned.claim): a hop
+	// wakes no goroutine of the node's while nothing else arrives.
+	if !a.s.handOff(&a.mailbox, &a.runner, func() {
 		res := a.run(ctx, job)
 		crash.Point("handler-done")
+		a.runner.claim(&a.mailbox)
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
 	}) {
 		a.running = false
 		cancel()
+		return
 	}
+	a.tailed = true
 }
 
 // refuse consumes a batch the scheduler will never run: in a pipeline the

@@ -15,6 +15,16 @@ import (
 // stack it grew) for as long as work keeps coming.
 //
 // A node actor holds its two by value; spawn sets pool.
+//
+// A firing goes from one to the other and back: the mailbox starts the
+// handler on the runner, and the runner reports the outcome to the
+// mailbox. Each of those hand-offs used to wake a parked goroutine (two
+// wake-ups per hop, on top of NATS's own, most of a pipeline hop's cost on
+// a loaded machine). Now the goroutine that hands work over goes on with
+// it when it has nothing else to do (handOff, claim): one goroutine
+// carries a hop from its delivery through the handler to the outcome's
+// publication, and a second one is woken only while the first is busy (the
+// mailbox goes on taking deliveries while a handler runs).
 type pinned struct {
 	pool    *warmPool
 	mu      sync.Mutex
@@ -27,7 +37,25 @@ type pinned struct {
 	// goroutine of its own — 100,000 of them were a third of a large
 	// session's start).
 	inline bool
+	// tail is work for another pinned that this one's goroutine takes on
+	// once the function it runs returns, if nothing else waits here then
+	// (handOff, claimed).
+	tail tail
 }
+
+// tail is work handed to the pinned q by the goroutine of another: fn to
+// run on q, or (fn nil) q itself, claimed (its running flag is held for
+// this goroutine).
+type tail struct {
+	q   *pinned
+	fn  func()
+	age int // messages the mailbox processed since (ageTail)
+}
+
+// maxTailAge is how many more messages a mailbox processes before work it
+// handed off goes to a goroutine of its own rather than waiting for the
+// mailbox to run dry (a flood of deliveries must not hold up a handler).
+const maxTailAge = 8
 
 // lingerYields is how many times a pinned goroutine whose queue ran dry
 // yields the processor before it ends.
@@ -53,6 +81,13 @@ func (p *pinned) Schedule(fn func()) {
 		p.mu.Unlock()
 		fn()
 		p.mu.Lock()
+		if t := p.tail; t.q != nil {
+			// Not this goroutine's to carry on with (it is the caller's).
+			p.tail = tail{}
+			p.mu.Unlock()
+			t.start()
+			p.mu.Lock()
+		}
 		p.running = false
 		if p.head == len(p.queue) || p.stopped {
 			return
@@ -68,12 +103,123 @@ func (p *pinned) Schedule(fn func()) {
 	}
 }
 
+// handOff runs fn on q, from the goroutine running p (inside the function
+// p runs): once that function returns, this goroutine runs q's work if
+// nothing waits on p then; else fn is scheduled on q as usual. Until then
+// fn waits (ageTail bounds how long).
+func (p *pinned) handOff(q *pinned, fn func()) {
+	p.mu.Lock()
+	old := p.tail
+	p.tail = tail{q: q, fn: fn}
+	p.mu.Unlock()
+	old.start()
+}
+
+// claim makes q's next work this goroutine's, from inside the function p
+// runs: if q has no goroutine and nothing waiting, it is marked running
+// (what is scheduled on it meanwhile waits in its queue, no goroutine is
+// woken for it) and, once the function returns, this goroutine runs q
+// (or, if p has work waiting then, q gets a goroutine of its own). It
+// reports whether q was claimed.
+func (p *pinned) claim(q *pinned) bool {
+	q.mu.Lock()
+	if q.running || q.stopped || q.head != len(q.queue) {
+		q.mu.Unlock()
+		return false
+	}
+	q.running = true
+	q.mu.Unlock()
+	p.mu.Lock()
+	old := p.tail
+	p.tail = tail{q: q}
+	p.mu.Unlock()
+	old.start()
+	return true
+}
+
+// ageTail counts one more message processed while p holds work handed
+// off; past maxTailAge the work is scheduled on its own. It reports
+// whether work handed off still waits.
+func (p *pinned) ageTail() bool {
+	p.mu.Lock()
+	t := p.tail
+	if t.q == nil {
+		p.mu.Unlock()
+		return false
+	}
+	if t.age++; t.age < maxTailAge {
+		p.tail.age = t.age
+		p.mu.Unlock()
+		return true
+	}
+	p.tail = tail{}
+	p.mu.Unlock()
+	t.start()
+	return false
+}
+
+// start gives the work of t a goroutine of its own (none when t is
+// empty).
+func (t tail) start() {
+	switch {
+	case t.q == nil:
+	case t.fn != nil:
+		t.q.Schedule(t.fn)
+	default:
+		t.q.mu.Lock()
+		if t.q.head == len(t.q.queue) || t.q.stopped {
+			t.q.running = false
+			t.q.mu.Unlock()
+			return
+		}
+		t.q.mu.Unlock()
+		t.q.pool.run(t.q)
+	}
+}
+
+// take makes t's work this goroutine's next: it returns q, running, with
+// the work in its queue; nil when q already has a goroutine (the work
+// then waits there) or was stopped.
+func (t tail) take() *pinned {
+	q := t.q
+	if t.fn == nil {
+		return q // claimed: running is ours
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
+		return nil
+	}
+	q.queue = append(q.queue, t.fn)
+	if q.running {
+		return nil
+	}
+	q.running = true
+	return q
+}
+
 // loop runs what p holds until it holds nothing (a little longer: see
-// lingerYields).
-func (p *pinned) loop() {
+// lingerYields). It returns the pinned whose work this goroutine takes on
+// next (handOff, claim), nil when none.
+func (p *pinned) loop() *pinned {
 	idle := 0
 	for {
 		p.mu.Lock()
+		if t := p.tail; t.q != nil {
+			p.tail = tail{}
+			if p.head == len(p.queue) && !p.stopped {
+				// Nothing else waits here: this goroutine goes on with
+				// the work handed off, and p gets another goroutine when
+				// work arrives.
+				p.running = false
+				p.shrink()
+				p.mu.Unlock()
+				return t.take()
+			}
+			p.mu.Unlock()
+			t.start()
+			continue
+		}
 		if p.head == len(p.queue) && !p.stopped && idle < lingerYields {
 			// Work often comes right behind (the next envelope of a burst):
 			// yield to whoever sends it rather than end the goroutine, whose
@@ -86,15 +232,9 @@ func (p *pinned) loop() {
 		}
 		if p.head == len(p.queue) || p.stopped {
 			p.running = false
-			if cap(p.queue) > keptQueue || p.stopped {
-				p.queue = nil
-			} else {
-				clear(p.queue[:cap(p.queue)])
-				p.queue = p.queue[:0]
-			}
-			p.head = 0
+			p.shrink()
 			p.mu.Unlock()
-			return
+			return nil
 		}
 		idle = 0
 		fn := p.queue[p.head]
@@ -110,6 +250,18 @@ func (p *pinned) loop() {
 		p.mu.Unlock()
 		fn()
 	}
+}
+
+// shrink empties p's queue once it has run dry (p.mu held), keeping a
+// small array for the next burst.
+func (p *pinned) shrink() {
+	if cap(p.queue) > keptQueue || p.stopped {
+		p.queue = nil
+	} else {
+		clear(p.queue[:cap(p.queue)])
+		p.queue = p.queue[:0]
+	}
+	p.head = 0
 }
 
 // Throughput is how many messages a mailbox processes before yielding
@@ -168,7 +320,10 @@ func (w *warmPool) work(p *pinned) {
 	defer w.wg.Done()
 	var next chan *pinned
 	for p != nil {
-		p.loop()
+		if next := p.loop(); next != nil {
+			p = next // work handed off to this goroutine
+			continue
+		}
 		w.mu.Lock()
 		if w.closed || len(w.idle) >= warmIdle {
 			w.mu.Unlock()

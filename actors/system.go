@@ -691,6 +691,23 @@ func (s *System) runOn(p *pinned, f func()) bool {
 	return true
 }
 
+// handOff is runOn from the goroutine running from (inside its
+// function): f runs on p, on this goroutine once from runs dry
+// (pinned.handOff).
+func (s *System) handOff(from, p *pinned, f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return false
+	}
+	s.wg.Add(1)
+	from.handOff(p, func() {
+		defer s.wg.Done()
+		f()
+	})
+	return true
+}
+
 // Stop cancels running handlers, unsubscribes, stops every actor and waits
 // for all goroutines. It is idempotent.
 func (s *System) Stop() {
