@@ -377,6 +377,10 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 	}
 	if g.Kind() == "session" || a.typ == graph.TypeParallel {
 		sel := edges.Broadcast(g, a.node.ID, env, ctx)
+		if g.Kind() == "session" && o.Status == nodes.StatusFail && a.typ != graph.TypeConditional &&
+			a.node.Attrs.String("on_failure") != "route" {
+			sel = failureEdges(g, sel)
+		}
 		if len(sel) == 0 {
 			return a.endOfPath(j, o, ctx, bs)
 		}
@@ -440,6 +444,24 @@ func (a *nodeActor) continueRoute(j *job, o *nodes.Outcome, ctx map[string]strin
 	h.env.Kind = KindTick
 	h.env.Id = a.s.envelopeID(a.node.ID, j.firing, "tick")
 	return []hop{h}
+}
+
+// failureEdges keeps, of the edges a failed firing's outcome satisfies in
+// a session, those that expect a failure: an edge with a condition (such
+// as outcome=fail), or an unconditional one into a diamond, which routes
+// on the outcome it passes through. A failure never falls through to
+// work along an unconditional edge (DESIGN decision 3, applied to
+// broadcasting); on_failure=route keeps them all.
+func failureEdges(g *graph.Graph, sel []*graph.Edge) []*graph.Edge {
+	kept := sel[:0:0]
+	for _, e := range sel {
+		if e.Cond != nil || e.Condition() != "" {
+			kept = append(kept, e)
+		} else if n := g.Node(e.To); n != nil && g.HandlerType(n) == graph.TypeConditional {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // endOfPath handles a node with no usable outgoing edge.

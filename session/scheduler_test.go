@@ -261,12 +261,18 @@ func TestTokenBudgetStopsAgentLoop(t *testing.T) {
 	l.waitEvent(t, "80%", func(ev *pb.Event) bool { return ev.Kind == "budget.threshold" })
 	ev := l.waitEvent(t, "exceeded", func(ev *pb.Event) bool { return ev.Kind == "budget.exceeded" })
 	require.Contains(t, ev.Message, "tokens budget of node worker")
+	// The 4th run's tokens cross the budget: reported during the run, they
+	// cancel it (a failed firing, which goes no further), else its output
+	// loops back and is refused. Either way the node takes nothing more.
+	l.publish(t, broker.NodeIn(l.s.ID(), "worker"), "more")
 	l.waitEvent(t, "refusal", func(ev *pb.Event) bool { return ev.Kind == "node.refused" && ev.Node == "worker" })
-	require.Equal(t, 4, l.calls_("worker"), "300 tokens a run: the 4th run crosses 1000, the 5th is refused")
+	require.Equal(t, 4, l.calls_("worker"), "300 tokens a run: the 4th run crosses 1000, nothing runs after it")
 }
 
 func TestStallDetectedInSession(t *testing.T) {
-	l := serve(t, `digraph s { kind="session"; poll [prompt="poll"]; poll -> poll }`,
+	// A poller that retries its failures along a failure edge, failing
+	// the same way every time.
+	l := serve(t, `digraph s { kind="session"; poll [prompt="poll"]; poll -> poll [condition="outcome=fail"] }`,
 		`{"poll":[{"status":"fail","notes":"x","response":"connection refused"}]}`, nil)
 	l.publish(t, broker.NodeIn(l.s.ID(), "poll"), "go")
 	ev := l.waitEvent(t, "stall", func(ev *pb.Event) bool { return ev.Kind == "stall.detected" })
