@@ -361,6 +361,8 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.tryFire(c)
 	case *heldQuery:
 		c.Respond(a.buffered())
+	case *quiesceQuery:
+		c.Respond(a.idleForHandover())
 	case *notice:
 		a.onNotice(m.kind)
 		a.take()
@@ -403,6 +405,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 
 // afterFiring lets the node go on once a firing is over.
 func (a *nodeActor) afterFiring(c actor.Context) {
+	a.s.quiesce.poke()
 	if a.retiring {
 		a.retired(c)
 		return
@@ -627,7 +630,7 @@ func (a *nodeActor) refuseHeld() {
 // tryFire starts the handler on the next ready batch if the node is idle
 // and the scheduler admits it.
 func (a *nodeActor) tryFire(c actor.Context) {
-	if a.running || a.retiring || len(a.queue) == 0 || a.s.stoppedNow() {
+	if a.running || a.retiring || len(a.queue) == 0 || a.s.stoppedNow() || a.s.quiesce.on.Load() {
 		return
 	}
 	if !a.resolveHead() {

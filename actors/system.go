@@ -207,6 +207,8 @@ type System struct {
 	evDone     chan struct{}  // closed when publishEvents has drained evq
 	evMu       sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
 	evClosed   bool
+
+	quiesce quiesceState // a handover: no new firing (quiesce.go)
 }
 
 // New validates cfg and spawns one actor per node, subscribed to its edge

@@ -162,6 +162,8 @@ type Session struct {
 	// placed is set for a session Create recorded to run elsewhere: its
 	// Stop is no event.
 	placed bool
+	// handedOver is set by Handover: its Stop says session.moved.
+	handedOver atomic.Bool
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -827,6 +829,10 @@ func (s *Session) Stop() {
 			case <-s.done:
 			default:
 				if s.placed {
+					break
+				}
+				if s.handedOver.Load() {
+					s.sys.Emit(&pb.Event{Kind: "session.moved", Message: "handed over to another member of the deployment"})
 					break
 				}
 				// Watchers learn that a session that did not complete stopped.
