@@ -40,6 +40,10 @@ import (
 // take it (a member whose entry outlived it) is taken by a matching member
 // after a few scans. A session no live member matches waits, and says so
 // (serve lists it as waiting, with the reason).
+//
+// Place spreads only the sessions nobody runs; a member that runs more
+// than its share hands the surplus over to members that joined later
+// (Rebalance, rebalance.go).
 
 // DefaultMemberTTL is how long a member's entry lasts without renewal.
 const DefaultMemberTTL = DefaultLeaseTTL
