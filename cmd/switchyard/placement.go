@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,6 +38,8 @@ type placer struct {
 	graphs  map[string]*graph.Graph // stored graphs, by session
 	strikes map[string]int
 	waiting map[string]string // session -> why it waits (said once)
+	// rb moves running sessions to members that joined later (nil: never).
+	rb *session.Rebalancer
 }
 
 func newPlacer(ms *session.Membership, b *broker.Broker, h *host, stderr io.Writer) *placer {
@@ -98,10 +101,10 @@ func (p *placer) choose(ctx context.Context, cands []session.Meta) []session.Met
 				waiting[w.ID] = "waiting for a member that serves its file"
 			}
 			delete(p.strikes, w.ID)
-		case to == self.ID:
+		case to == self.ID && (p.rb == nil || !p.rb.Gave(w.ID)):
 			mine = append(mine, byID[w.ID])
 			delete(p.strikes, w.ID)
-		default:
+		default: // another member's, or one this member just handed over
 			p.strikes[w.ID]++
 			if p.strikes[w.ID] >= strikesToTake && self.May(w) {
 				mine = append(mine, byID[w.ID])
@@ -130,6 +133,107 @@ func (p *placer) choose(ctx context.Context, cands []session.Meta) []session.Met
 	p.h.setWaiting(infos)
 	sort.Slice(mine, func(i, k int) bool { return mine[i].ID < mine[k].ID })
 	return mine
+}
+
+// handoverWait bounds how long a session handed over waits for its running
+// firings to end (and be recorded) before it stops: what still runs then
+// runs again at the next owner.
+const handoverWait = 30 * time.Second
+
+// rebalance hands over the sessions this member runs beyond its share of
+// the deployment's (session.Rebalance), once the members stayed the same
+// for the settle period, and returns their ids. The members' next scan
+// places them as any session nobody runs.
+func (p *placer) rebalance(ctx context.Context) []string {
+	if p.rb == nil {
+		return nil
+	}
+	members, err := p.ms.Members(ctx)
+	if err != nil || !p.rb.Due(members) {
+		return nil
+	}
+	held := p.h.movable()
+	moves := session.Rebalance(held, p.ms.Self(), members)
+	if len(moves) == 0 {
+		return nil
+	}
+	p.rb.Moved(moves)
+	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(moves))
+	for i, id := range moves {
+		wg.Add(1)
+		go func() { // owned by rebalance: waited for below
+			defer wg.Done()
+			errs[i] = p.h.handover(ctx, id)
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began).Round(time.Millisecond)
+	for i, id := range moves {
+		if errs[i] != nil {
+			fmt.Fprintf(p.stderr, "session %s handed over to the deployment in %v; a firing that still ran was cut short (%v): it runs again at the next owner\n", id, took, errs[i])
+			continue
+		}
+		fmt.Fprintf(p.stderr, "session %s handed over to the deployment in %v\n", id, took)
+	}
+	return moves
+}
+
+// movable lists the sessions the host runs, as placement sees them.
+func (h *host) movable() []session.Wanted {
+	h.mu.Lock()
+	entries := append([]*hosted(nil), h.entries...)
+	h.mu.Unlock()
+	var out []session.Wanted
+	for _, e := range entries {
+		h.mu.Lock()
+		stopped := e.stopped
+		h.mu.Unlock()
+		if stopped {
+			continue
+		}
+		select {
+		case <-e.s.Done():
+			continue
+		default:
+		}
+		w := session.Wanted{ID: e.info.ID, File: absPath(e.info.File)}
+		if g := e.s.System().Graph(); g != nil {
+			w.Labels, _ = session.PlacementOf(g)
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// handover stops serving session id so that another member runs it
+// (session.Handover): the host forgets it, its running firings end and
+// are recorded (within handoverWait), its lease is released at once.
+func (h *host) handover(ctx context.Context, id string) error {
+	h.mu.Lock()
+	var e *hosted
+	for i, x := range h.entries {
+		if x.info.ID == id && !x.stopped {
+			e = x
+			h.entries = append(h.entries[:i:i], h.entries[i+1:]...)
+			break
+		}
+	}
+	if e == nil {
+		h.mu.Unlock()
+		return nil
+	}
+	e.stopped = true
+	h.mu.Unlock()
+	for _, sub := range e.subs {
+		_ = sub.Unsubscribe()
+	}
+	ctx, cancel := context.WithTimeout(ctx, handoverWait)
+	defer cancel()
+	err := e.s.Handover(ctx)
+	e.forget()
+	return err
 }
 
 // setWaiting replaces the sessions this member lists as waiting for a

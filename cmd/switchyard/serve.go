@@ -60,6 +60,7 @@ type serveFlags struct {
 	durable, resume, all, takeover   bool
 	place                            bool
 	labels                           string
+	settle                           time.Duration
 	replicas                         int
 	retain                           time.Duration
 	web                              webFlags
@@ -134,6 +135,7 @@ its lease.`,
 	fl.BoolVar(&f.takeover, "takeover", false, "keep watching the store and resume the sessions (of these files, or --all) whose runner died; serve with nothing to serve yet waits")
 	fl.BoolVar(&f.place, "place", false, "record the sessions of these files in the store and let the deployment's members run them (placement spreads them; this process is a member too, as with --takeover)")
 	fl.StringVar(&f.labels, "labels", "", "this member's labels, k=v,... (with --takeover or --place): a session whose graph sets placement=\"k=v,...\" runs only on members with those labels")
+	fl.DurationVar(&f.settle, "settle", session.DefaultSettle, "a member hands running sessions over to members that joined later once the members stayed the same this long, and moves again no sooner (0: never moves running sessions)")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
 	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
 	f.web.add(cmd)
@@ -231,6 +233,9 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		}
 		defer ms.Leave()
 		pl = newPlacer(ms, b, h, stderr)
+		if f.settle > 0 {
+			pl.rb = session.NewRebalancer(f.settle, serveClock)
+		}
 		h.member = ms.ID()
 		fmt.Fprintf(stderr, "member %s of the deployment, labels %q\n", ms.ID(), session.FormatLabels(labels))
 	}
@@ -413,6 +418,10 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			running += adopt(true)
 		case <-rescan:
 			running += adopt(true)
+			if moved := pl.rebalance(ctx); len(moved) > 0 {
+				ms.SetLoad(ctx, h.running())
+				_ = b.Conn().Publish(PlaceSubject, nil) // the members scan now
+			}
 			scan.Reset(session.DefaultLeaseTTL / 3)
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "stopping: running handlers are cancelled, checkpoints are kept (a second Ctrl-C or SIGTERM quits at once; what was not recorded runs again on resume)")
@@ -470,7 +479,8 @@ type hosted struct {
 	s       *session.Session
 	info    SessionInfo
 	stopped bool
-	forget  func() // leaves the metrics and the web view's running list
+	forget  func()               // leaves the metrics and the web view's running list
+	subs    []*nats.Subscription // its stop and edit requests
 }
 
 func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
@@ -522,6 +532,7 @@ func (h *host) add(s *session.Session, g *graph.Graph, file string) error {
 	}
 	h.mu.Lock()
 	h.subs = append(h.subs, sub, edit)
+	e.subs = []*nats.Subscription{sub, edit}
 	h.mu.Unlock()
 	return nil
 }

@@ -131,7 +131,7 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 		sf := &serveFlags{nats: f.conn.url, token: f.conn.token, user: f.conn.user, password: f.conn.password,
 			durable: true, resume: true, all: true, takeover: true, labels: f.labels, logs: f.logs,
 			workdir: f.workdir, provider: f.provider, mock: f.mock, roles: f.roles, prices: f.prices,
-			replicas: f.replicas, retain: session.DefaultRetain}
+			replicas: f.replicas, retain: session.DefaultRetain, settle: session.DefaultSettle}
 		go func() { // ends with ctx
 			err := serve(ctx, sf, nil, io.Discard, stderr)
 			if err != nil {
