@@ -114,6 +114,8 @@ type journal struct {
 	consumed    map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
 	floors      map[string]uint64        // acknowledgement floor per node
 	trimmed     map[string]uint64        // the floor up to which the work stream was purged, per node
+	trimmedAll  uint64                   // the work stream was purged at or below this sequence, on every subject
+	inbound     func() []string          // the subjects the graph's nodes receive on now (actors.InboundSubjects)
 	lastStatus  string                   // status of the last committed firing
 	kv          jetstream.KeyValue
 	js          jetstream.JetStream // to write a batch of records at once

@@ -119,3 +119,10 @@ func SweepArtifactsNow(s *Session) (written uint64, err error) {
 	}
 	return w.judged.Load(), nil
 }
+
+// TrimWork trims a durable session's work stream now, as the journal's
+// upkeep does every compactEvery records.
+func TrimWork(s *Session) error {
+	_, err := trimWork(s)
+	return err
+}

@@ -151,12 +151,20 @@ func (j *journal) compact(ctx context.Context, below, keep uint64) {
 // sequence in the bucket's stream (for compaction).
 type writtenEntry struct{ first, stream uint64 }
 
-// trim purges from the session's work stream what every node has
-// consumed: the messages of a node's inbox and incoming edges at or below
-// its acknowledgement floor, which no resume delivers again (its consumer
-// starts above the floor). What a node has not consumed stays, so the
-// stream holds the work in flight, not the session's past. A failure is
-// made good by the next trim.
+// trim purges from the session's work stream what its nodes consumed, in
+// two steps whose cost does not grow with the graph. First everything at
+// or below the session consumer's acknowledgement floor: every message
+// there was acknowledged — consumed by a firing whose record is stored,
+// or refused — and no resume delivers it again; one purge by sequence,
+// which the server makes by dropping whole blocks. Then, for each node
+// whose own floor is above that one (an envelope held long elsewhere — a
+// join, a manual gate — keeps the consumer's floor low), the messages of
+// its inbox and incoming edges at or below its floor, each subject named
+// literally: a purge of a wildcard subject scans every subject the stream
+// holds, which made the trims of a 10,000-node chain quadratic (two
+// thirds of its CPU). What a node has not consumed stays, so the stream
+// holds the work in flight, not the session's past. A failure is made
+// good by the next trim.
 func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 	if len(floors) == 0 {
 		return
@@ -168,12 +176,32 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 	if j.trimmed == nil {
 		j.trimmed = map[string]uint64{}
 	}
+	var acked uint64
+	if c, err := stream.Consumer(ctx, actors.ConsumerName); err == nil {
+		acked = c.CachedInfo().AckFloor.Stream
+	}
+	if acked > j.trimmedAll {
+		if err := stream.Purge(ctx, jetstream.WithPurgeSequence(acked+1)); err == nil {
+			j.trimmedAll = acked
+		}
+		crash.Point("after-trim") // purged below the consumer's floor, not yet per node
+	}
+	var inbound map[string][]string
 	for node, floor := range floors {
-		if floor <= j.trimmed[node] {
+		if floor <= j.trimmedAll || floor <= j.trimmed[node] {
+			continue
+		}
+		if inbound == nil {
+			inbound = inboundByNode(j.sess, j.inbound)
+		}
+		subjects := inbound[node]
+		if subjects == nil {
+			// Not in the graph any more (a live edit removed it): what
+			// its subjects hold is refused at delivery and dropped.
 			continue
 		}
 		ok := true
-		for _, subj := range []string{broker.NodeIn(j.sess, node), broker.Edge(j.sess, "*."+node), broker.Edge(j.sess, "*."+node+".*")} {
+		for _, subj := range subjects {
 			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(floor+1)); err != nil {
 				ok = false
 			}
@@ -182,6 +210,35 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 			j.trimmed[node] = floor
 		}
 	}
+}
+
+// inboundByNode groups the inbound subjects of the session's graph
+// (inbound(), nil: none) by the node that receives on them: its inbox
+// sy.<session>.node.<id>.in and its incoming edges
+// sy.<session>.edge.<from>.<id>[.<n>]. Session and node ids hold no dot.
+func inboundByNode(sess string, inbound func() []string) map[string][]string {
+	out := map[string][]string{}
+	if inbound == nil {
+		return out
+	}
+	nodePrefix, edgePrefix := strings.TrimSuffix(broker.NodeIn(sess, ""), ".in"), broker.Edge(sess, "")
+	for _, subj := range inbound() {
+		var node string
+		switch {
+		case strings.HasPrefix(subj, nodePrefix):
+			node, _, _ = strings.Cut(subj[len(nodePrefix):], ".")
+		case strings.HasPrefix(subj, edgePrefix):
+			parts := strings.Split(subj[len(edgePrefix):], ".")
+			if len(parts) < 2 {
+				continue
+			}
+			node = parts[1]
+		default:
+			continue
+		}
+		out[node] = append(out[node], subj)
+	}
+	return out
 }
 
 // firstRecord is the sequence number of the oldest journal record kept (0
