@@ -38,9 +38,11 @@ type Dispatcher struct {
 	// Sessions set their id key, which a durable session keeps across
 	// owners.
 	Key []byte
-	// Fresh says the session is new (not resumed): outcomes kept under its
-	// id are an earlier session's of the same id, and are purged before
-	// its first job.
+	// Fresh says the session is new (not resumed, not taken over): jobs
+	// and outcomes kept under its id are an earlier session's of the same
+	// id, and are purged before its first job (Forget). An owner that
+	// resumes or takes a session over keeps them: its predecessor's jobs
+	// are its own.
 	Fresh bool
 	// Clock times the looks into the outcome stream (default: the real one).
 	Clock clock.Clock
@@ -52,6 +54,60 @@ type Dispatcher struct {
 	graphs map[*graph.Graph]string // graphs stored in the bucket, by hash
 	pools  map[string]bool         // pools whose consumer exists
 	kv     jetstream.KeyValue
+	forgot bool // Forget ran (Fresh)
+}
+
+// Forget removes, for a new session (Fresh), what an earlier session of
+// the same id left in the work and outcome streams: its jobs still queued
+// (a worker would run them under this session's id, for a session that is
+// gone) and its outcomes. It runs once, before the session's first job
+// (prepare calls it); a session whose graph has pool nodes calls it when it
+// starts, so that no earlier job runs beside it. A job a worker runs at
+// that moment cannot be stopped: its outcome goes to the earlier session's
+// reply subject, which nobody reads (another key, another tag). Streams
+// that do not exist hold nothing to forget. It does nothing for a session
+// that is not new.
+func (d *Dispatcher) Forget(ctx context.Context, session string) error {
+	if !d.Fresh {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.forgot {
+		return nil
+	}
+	for _, name := range []string{Stream, OutcomeStream} {
+		st := d.work
+		if name == OutcomeStream {
+			st = d.out
+		}
+		if st == nil {
+			var err error
+			if st, err = d.JS.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("pool: stream %s: %w", name, err)
+			}
+		}
+		if err := d.forgetIn(ctx, st, session); err != nil {
+			return err
+		}
+	}
+	d.forgot = true
+	return nil
+}
+
+// forgetIn purges session's subjects from the work or outcome stream st
+// (d.mu held).
+func (d *Dispatcher) forgetIn(ctx context.Context, st jetstream.Stream, session string) error {
+	subj := "syo." + session + ".>"
+	if st.CachedInfo().Config.Name == Stream {
+		subj = "syw.*." + session + ".>"
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("pool: stream %s: %w", st.CachedInfo().Config.Name, err)
+	}
+	return nil
 }
 
 // publishAttempt bounds one attempt to queue a job.
@@ -232,10 +288,13 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 		if err != nil {
 			return "", fmt.Errorf("pool: streams %s, %s: %w", Stream, OutcomeStream, err)
 		}
-		if d.Fresh {
-			if err := out.Purge(ctx, jetstream.WithPurgeSubject("syo."+session+".>")); err != nil {
-				return "", fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+		if d.Fresh && !d.forgot {
+			for _, st := range []jetstream.Stream{work, out} {
+				if err := d.forgetIn(ctx, st, session); err != nil {
+					return "", err
+				}
 			}
+			d.forgot = true
 		}
 		d.kv, d.out, d.work, d.ready, d.graphs, d.pools = kv, out, work, true, map[*graph.Graph]string{}, map[string]bool{}
 	}

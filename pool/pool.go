@@ -36,7 +36,11 @@
 //     running, until a worker acks it, which a worker does only once its
 //     outcome is stored), then the outcome, then publishes. A job is never
 //     run twice while a copy of it is queued or running, however long it
-//     runs: the stream's duplicate window (2 minutes) no longer matters.
+//     runs: the stream's duplicate window (2 minutes) no longer matters;
+//   - a new session (Dispatcher.Fresh: not a resume, not a takeover) purges
+//     its id's subjects from both streams before its first job
+//     (Dispatcher.Forget): what an earlier session of the same id left is
+//     not run, waited on or committed as its own.
 package pool
 
 import (

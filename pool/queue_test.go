@@ -418,3 +418,110 @@ func TestWorkerEndsWhenItsConnectionCloses(t *testing.T) {
 		})
 	}
 }
+
+// A new session that reuses an id (Fresh) does not have the jobs an
+// earlier session of that id left queued run beside its own: they are
+// purged before its first job, and by Forget when it starts. An owner
+// that takes a session over (not Fresh) keeps its predecessor's queued
+// jobs: they are its own, and run once (TestDispatchAgainAfterTakeover).
+func TestEarlierSessionsJobsDoNotRun(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	g, err := graph.Parse("r.dot", []byte(`digraph R { start [shape=Mdiamond]; x [shape=parallelogram, pool=p, tool_command="echo $SWITCHYARD_ATTEMPT_ID >> runs; echo done"]; exit [shape=Msquare]; start -> x -> exit }`))
+	require.NoError(t, err)
+	reg := nodes.NewRegistry()
+	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
+	input := func(firing string) *nodes.Input {
+		return &nodes.Input{SessionID: "s", Graph: g, Node: g.Node("x"), Type: "tool", Attempt: 1,
+			AttemptID: "s/x/" + firing + "/1", Context: map[string]string{}}
+	}
+	runs := func() []string {
+		data, _ := os.ReadFile(filepath.Join(dir, "runs"))
+		return strings.Fields(string(data))
+	}
+	dispatcher := func(key string, fresh bool) *pool.Dispatcher {
+		return &pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage(), Key: []byte(key), Fresh: fresh}
+	}
+	// queueAndDie queues firing's job with no worker running; its owner dies.
+	queueAndDie := func(d *pool.Dispatcher, firing string) {
+		t.Helper()
+		hctx, hcancel := context.WithCancel(ctx)
+		queued := make(chan struct{})
+		in := input(firing)
+		in.Emit = func(kind string, _ map[string]any) {
+			if kind == "work.queued" {
+				close(queued)
+			}
+		}
+		h, err := d.Handler("p")
+		require.NoError(t, err)
+		dead := make(chan error, 1)
+		go func() { _, err := h.Handle(hctx, in); dead <- err }()
+		select {
+		case <-queued:
+		case <-ctx.Done():
+			t.Fatal("not queued")
+		}
+		hcancel()
+		require.ErrorIs(t, <-dead, context.Canceled)
+	}
+	queuedOf := func() uint64 {
+		t.Helper()
+		st, err := b.JetStream().Stream(ctx, pool.Stream)
+		require.NoError(t, err)
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter("syw.*.s.>"))
+		require.NoError(t, err)
+		var n uint64
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		return n
+	}
+
+	// The earlier session queued firing 1's job and went away (its store
+	// collected); a new session of the same id, another key, fires its
+	// own firing 1.
+	queueAndDie(dispatcher("the earlier session's key.......", true), "1")
+	h, err := dispatcher("the new session's key...........", true).Handler("p")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	var o *nodes.Outcome
+	queued := make(chan string, 1)
+	in := input("1")
+	in.Emit = func(kind string, _ map[string]any) {
+		if kind == "work.queued" || kind == "work.held" {
+			queued <- kind
+		}
+	}
+	go func() { o, err = h.Handle(ctx, in); got <- err }()
+	select { // both jobs are there when the worker starts, unless purged
+	case kind := <-queued:
+		// Held: the earlier session's job counted as this one's, whose
+		// outcome goes where this session does not listen.
+		require.Equal(t, "work.queued", kind, "the new session's job is its own")
+	case <-ctx.Done():
+		t.Fatal("not queued")
+	}
+	wctx, wstop := context.WithCancel(ctx)
+	w := &pool.Worker{NC: b.Conn(), JS: b.JetStream(), Pool: "p", Registry: reg, WorkDir: dir}
+	wdone := make(chan error, 1)
+	go func() { wdone <- w.Run(wctx) }()
+	defer func() { wstop(); require.NoError(t, <-wdone) }()
+	require.NoError(t, <-got)
+	require.Equal(t, "done", o.Response)
+	require.Equal(t, []string{"s/x/1/1"}, runs(), "the earlier session's job did not run")
+	wstop()
+	require.NoError(t, <-wdone)
+	wdone <- nil
+
+	// Forget, at a new session's start, purges what an earlier one left
+	// queued; for an owner that takes a session over it keeps them.
+	queueAndDie(dispatcher("the third key...................", true), "2")
+	require.EqualValues(t, 1, queuedOf())
+	require.NoError(t, dispatcher("the third key...................", false).Forget(ctx, "s"))
+	require.EqualValues(t, 1, queuedOf(), "a takeover keeps its predecessor's jobs")
+	require.NoError(t, dispatcher("the fourth key..................", true).Forget(ctx, "s"))
+	require.EqualValues(t, 0, queuedOf(), "a new session forgets an earlier one's jobs")
+}

@@ -591,6 +591,16 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 		}
 	}
+	if acfg.Work != nil && acfg.Work.Fresh && hasPoolNodes(cfg.Graph) {
+		// A new session: jobs an earlier session of the same id left
+		// queued must not run beside it (a failure here is tried again
+		// before its first job).
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := acfg.Work.Forget(fctx, cfg.ID); err != nil {
+			cfg.Logger.Warn("session: earlier jobs under this id", "session", cfg.ID, "err", err)
+		}
+		cancel()
+	}
 	if cp != nil {
 		pending, err := s.jr.restore(cp)
 		if err != nil {
@@ -962,4 +972,14 @@ func kvs(m map[string]string) []*pb.KV {
 		out = append(out, &pb.KV{Key: k, Value: m[k]})
 	}
 	return out
+}
+
+// hasPoolNodes reports whether g sends any node's firings to workers.
+func hasPoolNodes(g *graph.Graph) bool {
+	for _, n := range g.Nodes {
+		if pool.Of(n) != "" {
+			return true
+		}
+	}
+	return false
 }
