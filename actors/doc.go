@@ -25,12 +25,15 @@
 // blocks). A durable session reads all its nodes' subjects through one
 // JetStream consumer and hands each envelope to its node's mailbox; its work
 // stream stores exactly those subjects while there are at most
-// broker.MaxListedSubjects of them (narrowStream, at start and at every live
-// edit: what an edit adds is stored before anything routes there, what it
-// removes once nothing does, and a failed edit puts the list back). An
-// envelope on an inbox or edge no node has is refused by the stray watcher
-// (stray.go): an envelope.rejected event, a dead letter, and a Refusal as
-// the reply to a request.
+// broker.MaxListedSubjects of them, and past that the session's own
+// broker.Stored subjects, where outside input is stored by the session's
+// intake after it checked it (intake.go; narrowStream, at start and at
+// every live edit: what an edit adds is stored before anything routes
+// there, what it removes once nothing does, a change of mode passes
+// through a stream storing both, and a failed edit puts the subjects
+// back). An envelope on an inbox or edge no node has is refused by the
+// intake (stray.go): an envelope.rejected event, a dead letter, and a
+// Refusal as the reply to a request.
 //
 // A token's run context travels as deltas (context.go): an envelope a
 // firing sends carries the keys the firing set, the envelope whose context

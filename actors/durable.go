@@ -77,7 +77,8 @@ func (s *System) dropRoutesTo(node string) {
 
 // createConsumer creates (or, after a restart, re-creates from the lowest
 // acknowledgement floor of the graph's nodes) the session's consumer over
-// every edge subject and node inbox.
+// every edge subject and node inbox, and their Stored subjects
+// (broker.WorkFilter).
 func (s *System) createConsumer() error {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
@@ -85,7 +86,7 @@ func (s *System) createConsumer() error {
 	cfg := jetstream.ConsumerConfig{
 		Durable:        consumerName,
 		Description:    "switchyard session " + s.cfg.SessionID,
-		FilterSubjects: []string{broker.Edge(s.cfg.SessionID, ">"), broker.NodeIn(s.cfg.SessionID, "*")},
+		FilterSubjects: broker.WorkFilter(s.cfg.SessionID),
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        consumerAckWait,
 		MaxDeliver:     -1,
@@ -185,9 +186,7 @@ func (s *System) stopConsuming() {
 // consumer's goroutine and hands the envelope to the actor of the node
 // that reads its subject.
 func (s *System) deliverDurable(m jetstream.Msg) {
-	s.routeMu.RLock()
-	r, ok := s.routes[m.Subject()]
-	s.routeMu.RUnlock()
+	r, ok := s.routeOf(m.Subject())
 	if !ok {
 		// No node reads it (an edge or node a live edit removed, or a
 		// subject of no node at all): the stray watcher refuses it
@@ -234,11 +233,18 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	s.root.Send(pid, &delivery{edge: s.edgeOfSubject(m.Subject()), env: env, msg: m, seq: seq})
 }
 
-// edgeOfSubject is the edge id a subject carries ("" for an inbox).
+// edgeOfSubject is the edge id a subject carries, an edge's or its Stored
+// subject ("" for an inbox).
 func (s *System) edgeOfSubject(subj string) string {
-	prefix := "sy." + s.cfg.SessionID + ".edge."
-	if strings.HasPrefix(subj, prefix) {
-		return subj[len(prefix):]
+	if rest, ok := strings.CutPrefix(subj, s.storedPrefix); ok {
+		subj = rest
+	} else if rest, ok := strings.CutPrefix(subj, s.storedPrefix[:len(s.storedPrefix)-2]); ok {
+		subj = rest
+	} else {
+		return ""
+	}
+	if id, ok := strings.CutPrefix(subj, "edge."); ok {
+		return id
 	}
 	return ""
 }

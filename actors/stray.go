@@ -1,12 +1,10 @@
 package actors
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -58,54 +56,15 @@ func sortedSubjects(m map[string]bool) []string {
 	return out
 }
 
-// narrowStream makes the durable session's work stream store exactly the
-// subjects its nodes receive on, when they are few enough for the stream
-// to list them (broker.WorkSubjects): a publish on any other subject of
-// the session is then stored by no stream, and the stray watcher's answer
-// is the only reply a requester gets.
-func (s *System) narrowStream(subjects map[string]bool) error {
-	if s.cfg.JetStream == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-	defer cancel()
-	listed, err := broker.SetInbound(ctx, s.cfg.JetStream, s.cfg.SessionID, sortedSubjects(subjects))
-	if err != nil {
-		return fmt.Errorf("actors: %w", err)
-	}
-	s.listed.Store(listed)
-	return nil
-}
-
 func newTopology(session string, g *graph.Graph) *topology {
 	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g)}
 }
 
-// subscribeStray watches every inbound subject of the session (node
-// inboxes and edges): an envelope on a subject no node receives on is
-// refused visibly — an envelope.rejected event, the envelope on
-// sy.<session>.dlq, and a Refusal as the reply to a request (in a durable
-// session, when its work stream lists its subjects: past
-// broker.MaxListedSubjects the stream stores every inbox and edge and
-// acknowledges the request itself) — and an envelope carrying a
-// broker.VerdictHeader gets the session's verdict.
-// A durable session has this subscription of its own (its nodes read
-// through the stream's consumer); one that is not durable has its
-// dispatch subscription, on the same subjects, call stray.
-func (s *System) subscribeStray() error {
-	for _, pattern := range []string{broker.NodeIn(s.cfg.SessionID, "*"), broker.Edge(s.cfg.SessionID, ">")} {
-		sub, err := s.cfg.Conn.Subscribe(pattern, s.stray)
-		if err != nil {
-			return fmt.Errorf("actors: subscribe %s: %w", pattern, err)
-		}
-		_ = sub.SetPendingLimits(-1, -1)
-		s.mu.Lock()
-		s.subs = append(s.subs, sub)
-		s.mu.Unlock()
-	}
-	return nil
-}
-
+// stray answers an envelope published on an inbox or edge of the session
+// that no stream stores: a verdict when the publisher asks for one
+// (broker.VerdictHeader), and, on a subject no node receives on, a refusal
+// (refuse). A durable session's intake calls it (intake.go); one that is
+// not durable has its dispatch subscription call it.
 func (s *System) stray(m *nats.Msg) {
 	verdictTo := ""
 	if m.Header != nil {
@@ -117,18 +76,23 @@ func (s *System) stray(m *nats.Msg) {
 		}
 		return
 	}
-	why := s.unknownTarget(m.Subject)
+	s.refuse(m, s.unknownTarget(m.Subject))
+}
+
+// refuse refuses an envelope visibly: an envelope.rejected event, the
+// envelope on sy.<session>.dlq, the refusal as its verdict, and a Refusal
+// as the reply to a request.
+func (s *System) refuse(m *nats.Msg, why string) {
 	s.Emit(&pb.Event{Kind: "envelope.rejected", Message: why, Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
 	dl := nats.NewMsg(broker.DeadLetter(s.cfg.SessionID))
 	dl.Data = m.Data
 	dl.Header.Set("Switchyard-Subject", m.Subject)
 	dl.Header.Set("Switchyard-Reason", why)
 	_ = s.cfg.Conn.PublishMsg(dl)
-	v := Verdict{Session: s.cfg.SessionID, Error: why}
-	if verdictTo != "" {
-		s.sendVerdict(verdictTo, v)
+	if verdictTo := m.Header.Get(broker.VerdictHeader); verdictTo != "" {
+		s.sendVerdict(verdictTo, Verdict{Session: s.cfg.SessionID, Error: why})
 	}
-	if m.Reply != "" && (s.cfg.JetStream == nil || s.listed.Load()) {
+	if m.Reply != "" {
 		data, _ := json.Marshal(Refusal{Session: s.cfg.SessionID,
 			Error: RefusalError{Code: 404, Description: why}})
 		_ = broker.Respond(m, data)
@@ -173,14 +137,25 @@ func (s *System) unknownTarget(subj string) string {
 		for _, n := range g.Nodes {
 			ids = append(ids, n.ID)
 		}
-		sort.Strings(ids)
-		return fmt.Sprintf("no node %s in session %s (its nodes: %s)", node, s.cfg.SessionID, strings.Join(ids, ", "))
+		return fmt.Sprintf("no node %s in session %s (its nodes: %s)", node, s.cfg.SessionID, someOf(ids))
 	}
 	edge := strings.TrimPrefix(rest, "edge.")
 	ids := make([]string, 0, len(g.Edges))
 	for _, e := range g.Edges {
 		ids = append(ids, strings.Replace(edges.EdgeID(e), ".", ":", 1))
 	}
+	return fmt.Sprintf("no edge %s in session %s (its edges: %s)", strings.Replace(edge, ".", ":", 1), s.cfg.SessionID, someOf(ids))
+}
+
+// maxNamed is the most node or edge ids a refusal names.
+const maxNamed = 20
+
+// someOf lists ids sorted, the first maxNamed of them: a refusal in a
+// graph of thousands of nodes stays a line.
+func someOf(ids []string) string {
 	sort.Strings(ids)
-	return fmt.Sprintf("no edge %s in session %s (its edges: %s)", strings.Replace(edge, ".", ":", 1), s.cfg.SessionID, strings.Join(ids, ", "))
+	if len(ids) <= maxNamed {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s, and %d more", strings.Join(ids[:maxNamed], ", "), len(ids)-maxNamed)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,10 +171,13 @@ type System struct {
 	// on them, and (write) by a live edit while it swaps the graph, so no
 	// envelope is published on an edge the edit removed.
 	editMu sync.RWMutex
-	// listed: the durable session's work stream lists its nodes' inbound
-	// subjects (narrowStream); a request on another subject is refused
-	// with a reply.
-	listed atomic.Bool
+	// ingress: the durable session's work stream stores its Stored
+	// subjects, not its inboxes and edges (broker.WorkSubjects): the
+	// nodes publish under Stored subjects, and outside input passes
+	// through the session's ingress (narrowStream, ingress.go).
+	ingress atomic.Bool
+	// storedPrefix is sy.<session>.w., what Stored subjects start with.
+	storedPrefix string
 
 	// ctxs holds the run context of the envelopes the firings sent, for
 	// their receivers (context.go).
@@ -248,6 +252,7 @@ func New(cfg Config) (*System, error) {
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
 	s.warm.wg = &s.pinWG
+	s.storedPrefix = strings.TrimSuffix(broker.AllStored(cfg.SessionID), ">")
 	s.threads.seed(cfg.Threads)
 	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
 	s.version.Store(1)
@@ -293,7 +298,7 @@ func New(cfg Config) (*System, error) {
 		return nil, err
 	}
 	if cfg.Consume { // not durable: dispatch is the stray watcher too
-		if err := s.subscribeStray(); err != nil {
+		if err := s.subscribeIntake(); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -556,13 +561,18 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	if len(env.GetCaller()) > 0 {
 		callerHeaders(msg.Header, env.GetCaller())
 	}
-	if s.cfg.JetStream != nil && (!s.listed.Load() || s.topo.Load().subjects[subj]) {
+	if s.cfg.JetStream != nil && s.topo.Load().subjects[subj] {
 		// A server restarting is ridden through: the same id makes a
-		// repeat harmless. A subject no node receives on (a pending
-		// envelope for what a live edit removed) is in no stream when
-		// the stream lists its subjects: it goes out on core NATS, where
-		// the stray watcher refuses it visibly.
+		// repeat harmless. The subject is chosen at each attempt: a live
+		// edit may change the stream's mode meanwhile (narrowStream). A
+		// subject no node receives on (a pending envelope for what a
+		// live edit removed) is in no stream: it goes out on core NATS,
+		// where the session refuses it visibly.
 		return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			msg.Subject = subj
+			if s.ingress.Load() {
+				msg.Subject = broker.Stored(subj)
+			}
 			_, err := s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
 			return err
 		})

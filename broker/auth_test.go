@@ -60,7 +60,8 @@ func TestListeningRequiresCredentials(t *testing.T) {
 }
 
 // TestOutsidePermissions: an outside user may publish on node inboxes and
-// edges and read events; a publish on a control subject is denied, and the
+// edges and read events; a publish on a control subject or a Stored
+// subject is denied, and the
 // denial arrives on the asynchronous error handler.
 func TestOutsidePermissions(t *testing.T) {
 	for _, tc := range []struct {
@@ -88,6 +89,12 @@ func TestOutsidePermissions(t *testing.T) {
 			require.Contains(t, err.Error(), broker.Control("s1", "trigger"))
 			require.Equal(t, broker.NodeIn("s1", "a"), recv(t, got, 10*time.Second, "inbox publish").Subject)
 			require.Equal(t, broker.Edge("s1", "a.b"), recv(t, got, 10*time.Second, "edge publish").Subject)
+			// The work stream's own subjects are the runtime's: only the
+			// session stores there, after checking what it stores.
+			require.NoError(t, out.Publish(broker.Stored(broker.Edge("s1", "a.b")), []byte("stored")))
+			require.NoError(t, out.Flush())
+			err = recv(t, denied, 10*time.Second, "permission violation")
+			require.Contains(t, err.Error(), broker.Stored(broker.Edge("s1", "a.b")))
 
 			// Events can be read; control subjects and the JetStream API cannot.
 			evts := make(chan *nats.Msg, 1)

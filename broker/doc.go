@@ -38,7 +38,9 @@
 //
 // A session has a work stream SY_<session> (the inboxes and edges of its
 // graph, listed one by one up to MaxListedSubjects (Inbound, SetInbound),
-// else all of the session's; de-duplicated by Nats-Msg-Id), a bounded
+// else the session's own Stored subjects, where the serving session stores
+// the outside input it checked (WorkSubjects); de-duplicated by
+// Nats-Msg-Id), a bounded
 // dead-letter stream SYDLQ_<session>, an optional bounded event stream
 // SY_<session>_EVT, a KV bucket sy_kv_<session> for checkpoints and node
 // state, and an object store sy_obj_<session> for artifacts. Control

@@ -45,9 +45,9 @@ type options struct {
 func Replicas(n int) Option { return func(o *options) { o.replicas = n } }
 
 // Inbound gives EnsureSessionStream the inbound subjects of the session's
-// graph (its nodes' inboxes and edges, WorkSubjects): the work stream then
-// stores those subjects only, or, past MaxListedSubjects of them, every
-// inbox and edge of the session.
+// graph (its nodes' inboxes and edges): the work stream then stores the
+// subjects WorkSubjects gives for them — those subjects only, or, past
+// MaxListedSubjects of them, the session's Stored subjects.
 func Inbound(subjects []string) Option {
 	return func(o *options) { o.inbound = subjects }
 }
@@ -94,36 +94,55 @@ const (
 
 // MaxListedSubjects is the most inbound subjects a work stream lists one
 // by one (WorkSubjects). nats-server checks a stream's subjects against
-// each other pairwise, under its JetStream API lock, at every create and
-// update: measured on 2 cores, 512 subjects take 30-80 ms, 1,024 take
-// 0.3-0.9 s, 20,000 (10,000 nodes, each with an inbox and an incoming
-// edge) 22-24 s, during which every JetStream request of the server waits.
+// each other pairwise, and against every other stream's of the account,
+// under its JetStream API lock, at every create and update: measured on 2
+// cores, 512 subjects take 30-80 ms, 1,024 take 0.3-0.9 s, 20,000 (10,000
+// nodes, each with an inbox and an incoming edge) 22-24 s, during which
+// every JetStream request of the server waits. Several streams would not
+// help: the check across streams is pairwise too.
 const MaxListedSubjects = 512
 
 // WorkSubjects is the subject list of a session's work stream for the
-// inbound subjects of its graph: those subjects, sorted, when there are at
-// most MaxListedSubjects of them — a publish on any other subject of the
-// session is then stored by no stream, so a JetStream publisher (a
-// request) is answered by the session, not acknowledged — and otherwise
-// the session's wildcards (every node inbox, every edge). listed says
-// which.
+// inbound subjects of its graph (its nodes' inboxes and edges), and
+// whether outside input then passes through the serving session
+// (ingress). This is the one place the mode is chosen:
 //
-// Past the bound, refusing every request on an unknown subject would need
-// the outside subjects out of the stream altogether: outside envelopes
-// taken on core NATS by the serving session, stored by it (a JetStream
-// publish with the same message id) and answered with the stream's
-// acknowledgement or the refusal — a cost independent of the graph's size,
-// but then nothing is acknowledged while no process serves the session,
-// which durable publishers rely on. Not done: a large graph keeps the
-// wildcards, and its refusals are the event, the dead letter and the
-// verdict switchyard pub asks for.
-func WorkSubjects(session string, inbound []string) (subjects []string, listed bool) {
-	if len(inbound) == 0 || len(inbound) > MaxListedSubjects {
+//   - up to MaxListedSubjects inbound subjects: those subjects, sorted.
+//     Outside publishers and the session's nodes publish on them, the
+//     stream stores them directly (also while no process serves the
+//     session), and a publish on any other subject of the session is
+//     stored by no stream: the serving session refuses it (a JetStream
+//     publisher gets the refusal as its reply).
+//   - past it: the session's own subject space AllStored, one wildcard
+//     (ingress true). The nodes publish under Stored subjects; outside
+//     publishers still publish on the inboxes and edges, which no stream
+//     stores: the serving session takes them on core NATS (a queue
+//     group), checks them, refuses what its graph does not have, and
+//     stores the rest under Stored subjects with the publisher's reply
+//     subject and Nats-Msg-Id, so the publisher's acknowledgement is the
+//     stream's own, sent once the envelope is stored. While no process
+//     serves the session, such a publish gets no answer ("no responders"):
+//     a durable publisher publishes again until one does.
+//   - no inbound subjects (a store made without Inbound, or by an older
+//     version): every inbox and edge of the session, stored directly.
+func WorkSubjects(session string, inbound []string) (subjects []string, ingress bool) {
+	if len(inbound) == 0 {
 		return []string{root + "." + session + ".edge.>", root + "." + session + ".node.*.in"}, false
+	}
+	if len(inbound) > MaxListedSubjects {
+		return []string{AllStored(session)}, true
 	}
 	out := append([]string(nil), inbound...)
 	slices.Sort(out)
-	return slices.Compact(out), true
+	return slices.Compact(out), false
+}
+
+// WorkFilter is what the consumer of a session's work stream reads: every
+// inbox and edge and every Stored subject of the session, so that what a
+// stream stored before its mode changed (a live edit across
+// MaxListedSubjects, a store of an older version) is still delivered.
+func WorkFilter(session string) []string {
+	return []string{root + "." + session + ".edge.>", root + "." + session + ".node.*.in", AllStored(session)}
 }
 
 // StreamName is the name of a session's work stream: SY_<session>.
@@ -167,7 +186,7 @@ func ReservedSession(session string) error {
 // session's work stream SY_<session>: its edges and node inboxes, with a
 // DuplicateWindow for Nats-Msg-Id de-duplication; and its dead-letter
 // stream (EnsureDeadLetters). With the Inbound option the stream stores
-// the subjects WorkSubjects lists for them (SetInbound changes them on a
+// the subjects WorkSubjects gives for them (SetInbound changes them on a
 // live edit); without it, every edge and inbox of the session.
 //
 // Dead letters are a stream of their own because their bound is not the
@@ -215,31 +234,53 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 
 // SetInbound changes the subjects of the session's existing work stream to
 // WorkSubjects(session, inbound), keeping the rest of its configuration
-// (replicas among it); listed says whether they are listed one by one. The
-// messages the stream holds stay, also on subjects it no longer stores. An
-// update that changes nothing is not sent.
-func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inbound []string) (listed bool, err error) {
+// (replicas among it); ingress says which mode that is. The messages the
+// stream holds stay, also on subjects it no longer stores. An update that
+// changes nothing is not sent.
+//
+// When the mode changes, the stream first stores its old and its new
+// subjects, then switched (when not nil) is called with the new mode,
+// then the stream keeps the new subjects only: a publisher that learned
+// the mode before the change still finds its envelope stored.
+func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inbound []string, switched func(ingress bool)) (ingress bool, err error) {
 	if err := checkSession(session); err != nil {
 		return false, err
 	}
-	subjects, listed := WorkSubjects(session, inbound)
-	err = Retry(ctx, 10*time.Second, func(ctx context.Context) error {
-		s, err := js.Stream(ctx, StreamName(session))
-		if err != nil {
+	subjects, ingress := WorkSubjects(session, inbound)
+	set := func(subjects func(old []string) []string) error {
+		return Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+			s, err := js.Stream(ctx, StreamName(session))
+			if err != nil {
+				return err
+			}
+			cfg := s.CachedInfo().Config
+			want := subjects(cfg.Subjects)
+			if slices.Equal(cfg.Subjects, want) {
+				return nil
+			}
+			cfg.Subjects = want
+			_, err = js.UpdateStream(ctx, cfg)
 			return err
+		})
+	}
+	err = set(func(old []string) []string {
+		if slices.Contains(old, AllStored(session)) == ingress {
+			return old // no change of mode
 		}
-		cfg := s.CachedInfo().Config
-		if slices.Equal(cfg.Subjects, subjects) {
-			return nil
-		}
-		cfg.Subjects = subjects
-		_, err = js.UpdateStream(ctx, cfg)
-		return err
+		both := append(slices.Clone(old), subjects...)
+		slices.Sort(both)
+		return slices.Compact(both)
 	})
+	if err == nil {
+		if switched != nil {
+			switched(ingress)
+		}
+		err = set(func([]string) []string { return subjects })
+	}
 	if err != nil {
 		return false, fmt.Errorf("broker: stream %s: subjects: %w", StreamName(session), err)
 	}
-	return listed, nil
+	return ingress, nil
 }
 
 // EnsureDeadLetters creates, or updates to this configuration, the

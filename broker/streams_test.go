@@ -225,8 +225,8 @@ func TestDeleteSession(t *testing.T) {
 // TestWorkStreamInbound: with Inbound, the work stream stores exactly the
 // subjects given (sorted, once each) and no other inbox or edge of the
 // session; SetInbound changes them on the existing stream, keeping the
-// messages it holds; past MaxListedSubjects the stream stores every inbox
-// and edge.
+// messages it holds; past MaxListedSubjects the stream stores the
+// session's Stored subjects instead, and both while the mode changes.
 func TestWorkStreamInbound(t *testing.T) {
 	b := brokertest.Start(t)
 	js := b.JetStream()
@@ -245,9 +245,9 @@ func TestWorkStreamInbound(t *testing.T) {
 	require.False(t, stored(broker.NodeIn("w", "ghost")))
 	require.False(t, stored(broker.Edge("w", "b.a")))
 
-	listed, err := broker.SetInbound(ctx(t), js, "w", []string{broker.NodeIn("w", "a"), broker.NodeIn("w", "c"), broker.Edge("w", "a.c")})
+	ingress, err := broker.SetInbound(ctx(t), js, "w", []string{broker.NodeIn("w", "a"), broker.NodeIn("w", "c"), broker.Edge("w", "a.c")}, nil)
 	require.NoError(t, err)
-	require.True(t, listed)
+	require.False(t, ingress)
 	require.True(t, stored(broker.NodeIn("w", "c")))
 	require.False(t, stored(broker.Edge("w", "a.b")))
 	info, err := st.Info(ctx(t))
@@ -258,12 +258,33 @@ func TestWorkStreamInbound(t *testing.T) {
 	for i := range many {
 		many[i] = broker.NodeIn("w", fmt.Sprintf("n%d", i))
 	}
-	listed, err = broker.SetInbound(ctx(t), js, "w", many)
+	// Past the limit the stream stores the session's own subjects, and
+	// no inbox or edge: across the change of mode it stores both.
+	var during []string
+	ingress, err = broker.SetInbound(ctx(t), js, "w", many, func(ingress bool) {
+		require.True(t, ingress)
+		info, err := st.Info(ctx(t))
+		require.NoError(t, err)
+		during = info.Config.Subjects
+	})
 	require.NoError(t, err)
-	require.False(t, listed)
-	require.True(t, stored(broker.NodeIn("w", "ghost")), "past the limit: every inbox")
-	require.True(t, stored(broker.Edge("w", "x.y.2")), "and every edge")
+	require.True(t, ingress)
+	require.Equal(t, []string{"sy.w.edge.a.c", "sy.w.node.a.in", "sy.w.node.c.in", "sy.w.w.>"}, during)
+	require.False(t, stored(broker.NodeIn("w", "n1")), "past the limit: no inbox")
+	require.False(t, stored(broker.Edge("w", "a.c")), "and no edge")
+	require.True(t, stored(broker.Stored(broker.NodeIn("w", "n1"))), "but their Stored subjects")
+	require.True(t, stored(broker.Stored(broker.Edge("w", "x.y.2"))))
 
-	_, err = broker.SetInbound(ctx(t), js, "nosuch", in)
+	// And back.
+	ingress, err = broker.SetInbound(ctx(t), js, "w", in, nil)
+	require.NoError(t, err)
+	require.False(t, ingress)
+	require.True(t, stored(broker.NodeIn("w", "a")))
+	require.False(t, stored(broker.Stored(broker.NodeIn("w", "a"))))
+	info, err = st.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), info.State.Msgs, "what it held stays")
+
+	_, err = broker.SetInbound(ctx(t), js, "nosuch", in, nil)
 	require.Error(t, err)
 }

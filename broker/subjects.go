@@ -12,6 +12,12 @@ import (
 //	sy.<session>.ctl.<verb>              trigger, answer, pause, resume, cancel, edit
 //	sy.<session>.evt.<kind>              the event stream (kinds are dotted)
 //	sy.<session>.dlq                     rejected envelopes
+//	sy.<session>.w.edge.… sy.<session>.w.node.<id>.in
+//	                                     the work stream's own copies of
+//	                                     the edges and inboxes (Stored), in
+//	                                     sessions whose outside input
+//	                                     passes through the session
+//	                                     (WorkSubjects)
 //
 // The builders do not check their arguments (they are on the hot path):
 // session and node ids must be ValidTokens, event kinds dot-separated
@@ -55,6 +61,55 @@ func AllJSONEvents(session string) string { return root + "." + session + ".json
 
 // AllEvents matches every event of a session.
 func AllEvents(session string) string { return root + "." + session + ".evt.>" }
+
+// workToken is the token after the session's in the work stream's own
+// subjects (Stored).
+const workToken = "w"
+
+// Stored is the subject under which a session's work stream stores what
+// arrives for subject, an edge or inbox of the session, when outside
+// input passes through the serving session (WorkSubjects, ingress):
+// sy.<session>.w.edge.<from>.<to> for sy.<session>.edge.<from>.<to>,
+// sy.<session>.w.node.<id>.in for sy.<session>.node.<id>.in. Outside
+// credentials may not publish there (docs/security.md): only the runtime
+// stores under it, after checking what it stores. subject must be one of
+// the session's subjects (it is not checked: the hot path).
+func Stored(subject string) string {
+	i := sessionEnd(subject)
+	if i < 0 {
+		return subject
+	}
+	return subject[:i] + workToken + "." + subject[i:]
+}
+
+// Unstored is the edge or inbox subject a subject of Stored stands for;
+// any other subject is returned as it is.
+func Unstored(subject string) string {
+	i := sessionEnd(subject)
+	if i < 0 {
+		return subject
+	}
+	if rest, ok := strings.CutPrefix(subject[i:], workToken+"."); ok {
+		return subject[:i] + rest
+	}
+	return subject
+}
+
+// sessionEnd is the index after "sy.<session>." in subject, or -1.
+func sessionEnd(subject string) int {
+	i := strings.IndexByte(subject, '.')
+	if i < 0 {
+		return -1
+	}
+	j := strings.IndexByte(subject[i+1:], '.')
+	if j < 0 {
+		return -1
+	}
+	return i + j + 2
+}
+
+// AllStored matches every subject of Stored of a session.
+func AllStored(session string) string { return root + "." + session + "." + workToken + ".>" }
 
 // SessionAll matches every subject of a session.
 func SessionAll(session string) string { return root + "." + session + ".>" }

@@ -37,6 +37,19 @@ func TestSubjects(t *testing.T) {
 		require.Equal(t, "sy.s1.evt.>", broker.AllEvents("s1"))
 		require.Equal(t, "sy.s1.>", broker.SessionAll("s1"))
 		require.Equal(t, "sy.s1.dlq", broker.DeadLetter("s1"))
+		require.Equal(t, "sy.s1.w.>", broker.AllStored("s1"))
+	})
+	t.Run("stored", func(t *testing.T) {
+		for _, subj := range []string{broker.Edge("s1", "a.b"), broker.Edge("s-2", "a.b.3"), broker.NodeIn("s1", "w"), broker.NodeIn("w", "w")} {
+			st := broker.Stored(subj)
+			require.NotEqual(t, subj, st)
+			_, err := broker.ParseSubject(st)
+			require.ErrorIs(t, err, broker.ErrNotSwitchyard, "a Stored subject is none of the outside layout's")
+			require.Equal(t, subj, broker.Unstored(st))
+			require.Equal(t, subj, broker.Unstored(subj), "not a Stored subject: as it is")
+		}
+		require.Equal(t, "sy.s1.w.edge.a.b", broker.Stored(broker.Edge("s1", "a.b")))
+		require.Equal(t, "sy.s1.w.node.a.in", broker.Stored(broker.NodeIn("s1", "a")))
 	})
 	t.Run("edge ids", func(t *testing.T) {
 		s, err := broker.ParseSubject("sy.s1.edge.a.b.3")

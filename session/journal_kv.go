@@ -159,7 +159,8 @@ type writtenEntry struct{ first, stream uint64 }
 // which the server makes by dropping whole blocks. Then, for each node
 // whose own floor is above that one (an envelope held long elsewhere — a
 // join, a manual gate — keeps the consumer's floor low), the messages of
-// its inbox and incoming edges at or below its floor, each subject named
+// its inbox and incoming edges at or below its floor (under their own
+// subjects and their Stored ones: broker.WorkSubjects), each subject named
 // literally: a purge of a wildcard subject scans every subject the stream
 // holds, which made the trims of a 10,000-node chain quadratic (two
 // thirds of its CPU). What a node has not consumed stays, so the stream
@@ -202,8 +203,10 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 		}
 		ok := true
 		for _, subj := range subjects {
-			if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(floor+1)); err != nil {
-				ok = false
+			for _, subj := range []string{subj, broker.Stored(subj)} {
+				if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(floor+1)); err != nil {
+					ok = false
+				}
 			}
 		}
 		if ok {

@@ -152,7 +152,7 @@ func TestWorkStreamSubjects(t *testing.T) {
 	sv.s.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err = broker.SetInbound(ctx, sv.broker.JetStream(), id, nil)
+	_, err = broker.SetInbound(ctx, sv.broker.JetStream(), id, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, want("edge.>", "node.*.in"), subjects())
 	g, diags := graph.Load("v2.dot", []byte(refuseEdit), graph.AsSession())
