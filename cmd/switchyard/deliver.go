@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/session"
 )
 
 // delivery is what became of an envelope pub published.
@@ -59,10 +60,14 @@ func (e *errRefused) Error() string { return "refused: " + e.reason }
 // same message is published again, the stream dropping a second copy by
 // its id, until retryFor has passed. A session that is not durable has no
 // stream: its verdict is the delivery. Nobody at all (no stream, no
-// session) is an error once it lasts nobodyFor (a server just restarted
-// does not know yet, for a moment, who listens where in its cluster);
-// each attempt waits up to wait.
-func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*delivery, error) {
+// session) is an error once it lasts nobodyFor, or retryFor when that is
+// shorter: a server just restarted does not know yet, for a moment, who
+// listens where in its cluster, and a session whose work stream does not
+// store its inboxes and edges (past broker.MaxListedSubjects) answers
+// nothing while no process serves it — a failover, until another process
+// takes the session over. waiting, when not nil, is called once nobody has
+// answered for nobodyNotice. Each attempt waits up to wait.
+func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration, waiting func()) (*delivery, error) {
 	base := nc.NewInbox()
 	replies := make(chan *nats.Msg, 16)
 	sub, err := nc.ChanSubscribe(base+".*", replies)
@@ -126,7 +131,11 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 						if nobodySince.IsZero() {
 							nobodySince = time.Now()
 						}
-						if time.Since(nobodySince) >= nobodyFor {
+						if waiting != nil && time.Since(nobodySince) >= nobodyNotice {
+							waiting()
+							waiting = nil
+						}
+						if time.Since(nobodySince) >= min(nobodyFor, retryFor) {
 							attempt.Stop()
 							return d, errNobody
 						}
@@ -190,8 +199,12 @@ func deliver(nc *nats.Conn, msg *nats.Msg, wait, retryFor time.Duration) (*deliv
 const silentAttempt = time.Second
 
 // nobodyFor is how long "no responders" must last before pub says that
-// no session is there.
-const nobodyFor = 2 * time.Second
+// no session is there: longer than a takeover of a session whose owner
+// went away takes (session.DefaultLeaseTTL, then the new owner's start).
+const nobodyFor = session.DefaultLeaseTTL + 5*time.Second
+
+// nobodyNotice is how long "no responders" lasts before pub says it waits.
+const nobodyNotice = 2 * time.Second
 
 // errNobody: no stream stored the envelope and no session took it.
 var errNobody = fmt.Errorf("nobody took the envelope")

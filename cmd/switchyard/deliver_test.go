@@ -45,7 +45,7 @@ func TestPubRidesThroughNoResponders(t *testing.T) {
 	require.Contains(t, r.out, "stored: "+broker.StreamName("late"))
 
 	began := time.Now()
-	code, _, errOut := cli(t, "pub", "nosession", "work", "hello", "--nats", url, "--token", "out", "--timeout", "1s")
+	code, _, errOut := cli(t, "pub", "nosession", "work", "hello", "--nats", url, "--token", "out", "--timeout", "1s", "--retry-for", "3s")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no session nosession on "+url)
 	require.Less(t, time.Since(began), 10*time.Second)

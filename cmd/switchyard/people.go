@@ -40,7 +40,9 @@ func newPubCmd() *cobra.Command {
 with --edge FROM:TO. The serving session confirms it takes the envelope; a
 node or edge the session does not have is refused with the reason (exit 1,
 an envelope.rejected event, the envelope on sy.SESSION.dlq), and a session
-nobody serves on --nats is an error ("no session S on URL").`,
+nobody serves on --nats is an error ("no session S on URL") once nothing
+answered for 15s (or --retry-for): a session being taken over by another
+process answers again within that time.`,
 		Args: sessionNodeArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env := &pb.Envelope{Id: nuid.Next(), SessionId: args[0], Kind: "handoff", ToNode: args[1],
@@ -81,11 +83,14 @@ nobody serves on --nats is an error ("no session S on URL").`,
 			msg := nats.NewMsg(subject)
 			msg.Data = data
 			msg.Header.Set(nats.MsgIdHdr, env.Id)
-			d, err := deliver(nc, msg, c.timeout, retryFor)
+			d, err := deliver(nc, msg, c.timeout, retryFor, func() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "nothing answers on %s yet (no process serves session %s now?): publishing again for up to %s\n",
+					subject, args[0], min(nobodyFor, retryFor))
+			})
 			var refused *errRefused
 			switch {
 			case errors.Is(err, errNobody):
-				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (no serving process answered, and no stream stores %s: a durable session stores only its graph's inboxes and edges)", args[0], c.url, subject)}
+				return &exitError{code: 1, err: fmt.Errorf("no session %s on %s (nothing answered on %s for %s: no process serves the session, and no stream stores the subject — a durable session's stream stores a small graph's inboxes and edges, and nothing else)", args[0], c.url, subject, min(nobodyFor, retryFor))}
 			case errors.As(err, &refused):
 				return &exitError{code: 1, err: refused}
 			case err != nil:

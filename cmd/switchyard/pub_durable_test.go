@@ -89,9 +89,9 @@ func TestPubDurable(t *testing.T) {
 
 	// Nobody serves the session: what its graph does not have is stored
 	// nowhere.
-	code, _, errOut = cli(t, "pub", "in", "ghost", "boo", "--nats", url, "--token", "out", "--timeout", "500ms")
+	code, _, errOut = cli(t, "pub", "in", "ghost", "boo", "--nats", url, "--token", "out", "--timeout", "500ms", "--retry-for", "3s")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "no session in on "+url+" (no serving process answered, and no stream stores sy.in.node.ghost.in")
+	require.Contains(t, errOut, "no session in on "+url+" (nothing answered on sy.in.node.ghost.in for 3s")
 
 	// Nobody serves the session: the stream still acknowledges.
 	code, out, errOut = cli(t, "pub", "in", "a", "while away", "--nats", url, "--token", "out", "--timeout", "500ms")

@@ -206,7 +206,7 @@ func TestServe(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no edge a:nosuch in session s1 (its edges: a:b")
 	wait("envelope.rejected", "")
-	code, _, errOut = cli(t, "pub", "nosession", "a", "hello?", "--nats", url, "--token", "out", "--timeout", "500ms")
+	code, _, errOut = cli(t, "pub", "nosession", "a", "hello?", "--nats", url, "--token", "out", "--timeout", "500ms", "--retry-for", "3s")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no session nosession on "+url)
 	// A raw NATS publisher: the event, and the envelope on the session's
