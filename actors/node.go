@@ -42,6 +42,23 @@ type budgetError string
 func (e budgetError) Error() string        { return string(e) }
 func (e budgetError) Is(target error) bool { return target == scheduler.ErrBudgetExceeded }
 
+// firingCancel cancels a running firing with errBudgetCancel (and stops
+// its deadline's timer); the zero value does nothing. Two fields, not a
+// closure over them: one allocation less per firing.
+type firingCancel struct {
+	cause context.CancelCauseFunc
+	stop  context.CancelFunc
+}
+
+func (f firingCancel) cancel() {
+	if f.cause != nil {
+		f.cause(errBudgetCancel)
+	}
+	if f.stop != nil {
+		f.stop()
+	}
+}
+
 // trigger is an explicit trigger of the node.
 type trigger struct{ env *pb.Envelope }
 
@@ -92,7 +109,7 @@ type nodeActor struct {
 	cur      *job          // the firing in progress
 	head     *tokenContext // the resolved context of queue[0] (nil: not yet)
 	ticket   *scheduler.Ticket
-	cancel   context.CancelFunc
+	cancel   firingCancel
 	firing   uint64
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
 	retiring bool   // removed by a live edit: stop once idle
@@ -106,8 +123,9 @@ type nodeActor struct {
 	unacked seqSet // stream sequences held
 	maxSeq  uint64 // the highest stream sequence received
 
-	mailbox pinned // the goroutine that runs Receive
-	runner  pinned // the goroutine that runs the handler
+	emitFn  func(kind string, fields map[string]any) // Input.Emit (emitter)
+	mailbox pinned                                   // the goroutine that runs Receive
+	runner  pinned                                   // the goroutine that runs the handler
 	// tailed: the mailbox handed a firing to the runner (pinned.handOff)
 	// that may still wait for the mailbox to run dry.
 	tailed bool
@@ -368,10 +386,8 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.take()
 		a.tryFire(c)
 	case *runDone:
-		if a.cancel != nil {
-			a.cancel()
-			a.cancel = nil
-		}
+		a.cancel.cancel()
+		a.cancel = firingCancel{}
 		if a.finish(m) {
 			return // running until the firing's I/O reports back
 		}
@@ -581,9 +597,7 @@ func (a *nodeActor) onNotice(kind string) {
 			a.decided(d, nil)
 		}
 	case "cancel":
-		if a.cancel != nil {
-			a.cancel()
-		}
+		a.cancel.cancel()
 	case "admit":
 		// tryFire asks again
 	case "stopped":
@@ -688,14 +702,10 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		base = nodes.WithCaller(base, CallerOf(job.caller))
 	}
 	ctx, cancelCause := context.WithCancelCause(base)
-	cancel := func() { cancelCause(errBudgetCancel) }
+	a.cancel = firingCancel{cause: cancelCause}
 	if !t.Deadline.IsZero() {
-		var stop context.CancelFunc
-		ctx, stop = clock.WithDeadlineCause(ctx, a.s.clk, t.Deadline, errTimeBudget)
-		inner := cancel
-		cancel = func() { inner(); stop() }
+		ctx, a.cancel.stop = clock.WithDeadlineCause(ctx, a.s.clk, t.Deadline, errTimeBudget)
 	}
-	a.cancel = cancel
 	if a.s.Wanted("node.started") {
 		a.s.Emit(a.startedEvent(firing, job.caller))
 	}
@@ -718,7 +728,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		a.s.root.Send(self, &runDone{firing: firing, res: res})
 	}) {
 		a.running = false
-		cancel()
+		a.cancel.cancel()
 		return
 	}
 	a.tailed = true
@@ -775,8 +785,10 @@ type job struct {
 	// message of a batch of one and the keys a firing usually sets.
 	msg1     [1]nodes.Message
 	changed8 [8]string
-	// attemptIn is the input of the attempt running (run.go).
+	// attemptIn is the input of the attempt running, res its result
+	// (run.go).
 	attemptIn nodes.Input
+	res       runResult
 }
 
 // prepare builds the firing of batch from tc, its first envelope's
@@ -839,7 +851,11 @@ func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext
 		stage = filepath.Join(logs, a.node.ID)
 	}
 	prompt := a.node.Prompt()
+	if a.emitFn == nil {
+		a.emitFn = a.emitter() // on the first firing: an idle node holds none
+	}
 	j.in = nodes.Input{
+		Emit:      a.emitFn,
 		SessionID: a.s.cfg.SessionID,
 		Graph:     g,
 		Node:      a.node,

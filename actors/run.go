@@ -69,6 +69,34 @@ func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
 	return res
 }
 
+// result is the firing's result, in the job's own room for it.
+func (j *job) result(o *nodes.Outcome, attempts int, d time.Duration) *runResult {
+	j.res = runResult{outcome: o, attempts: attempts, dur: d}
+	return &j.res
+}
+
+// emitter is the Input.Emit of a node's handler runs: made once per node
+// (a closure per attempt was one allocation per firing).
+func (a *nodeActor) emitter() func(kind string, fields map[string]any) {
+	s, node := a.s, a.node.ID
+	return func(kind string, fields map[string]any) {
+		ev := &pb.Event{Kind: kind, Node: node}
+		keys := make([]string, 0, len(fields))
+		for k := range fields {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if k == "message" {
+				ev.Message = fmt.Sprint(fields[k])
+				continue
+			}
+			ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: fmt.Sprint(fields[k])})
+		}
+		s.Emit(ev)
+	}
+}
+
 // budgetCause is the budget that cancelled the firing's context, or nil.
 func budgetCause(ctx context.Context) error {
 	if ctx.Err() == nil {
@@ -112,22 +140,6 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		in := &j.attemptIn
 		in.Attempt = attempt
 		in.AttemptID = a.s.cfg.SessionID + "/" + j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/" + strconv.Itoa(attempt)
-		in.Emit = func(kind string, fields map[string]any) {
-			ev := &pb.Event{Kind: kind, Node: j.node.ID}
-			keys := make([]string, 0, len(fields))
-			for k := range fields {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if k == "message" {
-					ev.Message = fmt.Sprint(fields[k])
-					continue
-				}
-				ev.Attrs = append(ev.Attrs, &pb.KV{Key: k, Value: fmt.Sprint(fields[k])})
-			}
-			a.s.Emit(ev)
-		}
 		in.OnUsage = func(u nodes.Usage) {
 			j.charged = j.charged.Add(u)
 			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
@@ -138,10 +150,10 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 				o.FailureReason = cause.Error()
 			}
 			// The session is stopping: report, do not retry.
-			return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+			return j.result(o, attempt, a.s.clk.Now().Sub(start))
 		}
 		if o.Status.IsSuccess() || o.Status == nodes.StatusSkipped {
-			return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+			return j.result(o, attempt, a.s.clk.Now().Sub(start))
 		}
 		retryable := o.Status == nodes.StatusRetry || (o.Status == nodes.StatusFail && (o.Retryable || retryOnFail))
 		if retryable && attempt <= maxRetries {
@@ -157,7 +169,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 				Attempts: uint32(attempt), Message: retryReason(o),
 				Attrs: []*pb.KV{{Key: "delay_ms", Value: strconv.FormatInt(delay.Milliseconds(), 10)}}})
 			if !clock.Sleep(ctx, a.s.clk, delay) {
-				return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+				return j.result(o, attempt, a.s.clk.Now().Sub(start))
 			}
 			continue
 		}
@@ -179,7 +191,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 				}
 			}
 		}
-		return &runResult{outcome: o, attempts: attempt, dur: a.s.clk.Now().Sub(start)}
+		return j.result(o, attempt, a.s.clk.Now().Sub(start))
 	}
 }
 

@@ -12,6 +12,14 @@ var CLIProviders = []string{"claude", "codex", "gemini-cli", "command"}
 // run or are checked, so registering never fails.
 func RegisterCLI(r *Registry, opts CLIOptions) {
 	opts.Bin = ""
+	// The providers share the tables they only read (made once here, not
+	// once per provider: they were a tenth of a short Go Run's start).
+	if opts.Prices == nil {
+		opts.Prices = DefaultPrices()
+	}
+	if opts.Roles == nil {
+		opts.Roles = BuiltinRoles()
+	}
 	r.Register("claude", NewClaude(opts))
 	r.Register("codex", NewCodex(opts))
 	r.Register("gemini-cli", NewGemini(opts))
