@@ -50,20 +50,31 @@ var (
 // control: no answering gates, no stopping), read a session's stream or
 // bucket (journals, checkpoints, artifacts), nor change or delete streams
 // and consumers.
-var (
-	workerPublish = []string{
+//
+// A pool's worker (Config.PoolTokens) has the same role narrowed to one
+// pool, p: its consumer pool_<p> (info, pull, and acks, whose subjects name
+// the consumer: $JS.ACK.SY_WORK.pool_<p>.>) and its request-mode jobs
+// (syr.<p>.>). It still publishes outcomes on syo.>: an attempt's reply
+// subject ends with a tag only the session can compute (pool.ReplyTag), so
+// a worker can answer only the jobs it was given — those of its pool.
+func workerRole(pool string) (publish, subscribe []string) {
+	consumer, acks, requests := "*", "$JS.ACK.SY_WORK.>", "syr.>"
+	if pool != "" {
+		consumer = "pool_" + pool
+		acks, requests = "$JS.ACK.SY_WORK."+consumer+".>", "syr."+pool+".>"
+	}
+	return []string{
 		"$JS.API.STREAM.INFO.SY_WORK",
 		"$JS.API.STREAM.INFO.SYW_OUTCOMES",
-		"$JS.API.CONSUMER.INFO.SY_WORK.*",
-		"$JS.API.CONSUMER.MSG.NEXT.SY_WORK.*",
-		"$JS.ACK.SY_WORK.>",
+		"$JS.API.CONSUMER.INFO.SY_WORK." + consumer,
+		"$JS.API.CONSUMER.MSG.NEXT.SY_WORK." + consumer,
+		acks,
 		"$JS.API.STREAM.INFO.KV_sy_work_graphs",
 		"$JS.API.STREAM.MSG.GET.KV_sy_work_graphs",
 		"$JS.API.DIRECT.GET.KV_sy_work_graphs.>",
 		"syo.>",
-	}
-	workerSubscribe = []string{"syr.>"}
-)
+	}, []string{requests}
+}
 
 // workerResponses lets a worker answer each request-mode job it receives
 // once, within the longest a request waits (pool.RequestTimeout).
@@ -119,7 +130,8 @@ func newSecret() string {
 //
 //   - admin, every permission: the runtime's own connections (adminUser
 //     with the per-broker secret) and holders of Config.AdminToken;
-//   - worker, the worker permissions above: holders of Config.WorkerToken;
+//   - worker, the worker permissions above: holders of Config.WorkerToken,
+//     and of a pool's token in Config.PoolTokens, narrowed to that pool;
 //   - outside, the permissions above: holders of Config.Token or of
 //     Config.User and Config.Password.
 //
@@ -147,7 +159,10 @@ func (a *auth) Check(c server.ClientAuthentication) bool {
 	case o.Username == "" && eq(a.cfg.AdminToken, o.Token):
 		c.RegisterUser(&server.User{Username: "admin"})
 	case o.Username == "" && eq(a.cfg.WorkerToken, o.Token):
-		c.RegisterUser(&server.User{Username: "worker", Permissions: workerPermissions(o.Name)})
+		c.RegisterUser(&server.User{Username: "worker", Permissions: workerPermissions(o.Name, "")})
+	case o.Username == "" && a.poolOf(o.Token) != "":
+		pool := a.poolOf(o.Token)
+		c.RegisterUser(&server.User{Username: "worker:" + pool, Permissions: workerPermissions(o.Name, pool)})
 	case (o.Username == "" && eq(a.cfg.Token, o.Token)) ||
 		(a.cfg.User != "" && o.Username == a.cfg.User && eq(a.cfg.Password, o.Password)):
 		c.RegisterUser(&server.User{Username: "outside", Permissions: outsidePermissions(o.Name)})
@@ -170,16 +185,29 @@ func outsidePermissions(name string) *server.Permissions {
 	}
 }
 
+// poolOf is the pool whose token presented is ("" when none): every
+// configured token is compared, in constant time.
+func (a *auth) poolOf(presented string) string {
+	found := ""
+	for pool, tok := range a.cfg.PoolTokens {
+		if eq(tok, presented) {
+			found = pool
+		}
+	}
+	return found
+}
+
 // workerPermissions is a fresh copy of the worker role's permissions for
-// a connection named name (its private inbox, as an outside connection's).
-func workerPermissions(name string) *server.Permissions {
-	sub := append([]string(nil), workerSubscribe...)
+// a connection named name (its private inbox, as an outside connection's),
+// narrowed to pool's jobs unless pool is "".
+func workerPermissions(name, pool string) *server.Permissions {
+	pub, sub := workerRole(pool)
 	if PrivateInboxName(name) {
 		sub = append(sub, "_INBOX."+name+".>")
 	}
 	resp := *workerResponses
 	return &server.Permissions{
-		Publish:   &server.SubjectPermission{Allow: append([]string(nil), workerPublish...)},
+		Publish:   &server.SubjectPermission{Allow: pub},
 		Subscribe: &server.SubjectPermission{Allow: sub},
 		Response:  &resp,
 	}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Config says which NATS to use. The zero URL means "start an embedded
@@ -41,6 +43,13 @@ type Config struct {
 	// they refer to, and nothing else. It must differ from Token and
 	// AdminToken.
 	WorkerToken string
+	// PoolTokens, when set with Listen, are the credentials of the workers
+	// of one pool each (pool name -> token): the worker role narrowed to
+	// that pool's jobs (auth.go) — a worker of pool "gpu" cannot pull,
+	// acknowledge or answer a job of pool "cpu". WorkerToken stays the
+	// credential of workers of any pool. Each must differ from every
+	// other credential.
+	PoolTokens map[string]string
 	// TLSCert and TLSKey enable TLS on the listener.
 	TLSCert string
 	TLSKey  string
@@ -97,6 +106,20 @@ func (c Config) Validate() error {
 		}
 		if c.WorkerToken != "" && (c.WorkerToken == c.Token || c.WorkerToken == c.AdminToken) {
 			return errors.New("broker: the worker token must differ from the outside and admin tokens")
+		}
+		seen := map[string]string{c.Token: "the outside token", c.AdminToken: "the admin token", c.WorkerToken: "the worker token"}
+		for _, pool := range slices.Sorted(maps.Keys(c.PoolTokens)) {
+			tok := c.PoolTokens[pool]
+			if !ValidToken(pool) {
+				return fmt.Errorf("broker: pool token of %q: not a pool name (letters, digits, '_' and '-')", pool)
+			}
+			if tok == "" {
+				return fmt.Errorf("broker: pool %s: empty token", pool)
+			}
+			if other, dup := seen[tok]; dup {
+				return fmt.Errorf("broker: the token of pool %s is %s too: each credential must differ", pool, other)
+			}
+			seen[tok] = "the token of pool " + pool
 		}
 		if (c.TLSCert == "") != (c.TLSKey == "") {
 			return errors.New("broker: TLS needs both a certificate and a key")
