@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -19,6 +20,7 @@ import (
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/pool"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
@@ -51,6 +53,7 @@ type serveFlags struct {
 	ids                              []string
 	listen, token, adminToken        string
 	workerToken                      string
+	poolTokens                       []string
 	user, password, tlsCert, tlsKey  string
 	nats, data, logs, provider, mock string
 	override                         bool
@@ -94,6 +97,9 @@ its lease.`,
 					return err
 				}
 			}
+			if _, err := parsePoolTokens(f.poolTokens); err != nil {
+				return usageErr(fmt.Errorf("--pool-token: %w", err))
+			}
 			if _, err := session.ParseLabels(f.labels); err != nil {
 				return usageErr(fmt.Errorf("--labels: %w", err))
 			}
@@ -115,6 +121,7 @@ its lease.`,
 	fl.StringVar(&f.token, "token", os.Getenv("SWITCHYARD_TOKEN"), "credential of outside clients (env SWITCHYARD_TOKEN)")
 	fl.StringVar(&f.adminToken, "admin-token", os.Getenv("SWITCHYARD_ADMIN_TOKEN"), "credential with control permissions (env SWITCHYARD_ADMIN_TOKEN)")
 	fl.StringVar(&f.workerToken, "worker-token", os.Getenv("SWITCHYARD_WORKER_TOKEN"), "credential of switchyard worker processes: pool jobs and their outcomes only (env SWITCHYARD_WORKER_TOKEN)")
+	fl.StringArrayVar(&f.poolTokens, "pool-token", splitList(os.Getenv("SWITCHYARD_POOL_TOKENS")), "POOL=TOKEN: the credential of the workers of one pool, who may serve that pool's jobs only; repeat for each pool (env SWITCHYARD_POOL_TOKENS, comma-separated)")
 	fl.StringVar(&f.user, "user", os.Getenv("SWITCHYARD_USER"), "user name of outside clients")
 	fl.StringVar(&f.password, "password", os.Getenv("SWITCHYARD_PASSWORD"), "password of outside clients")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate of the listener")
@@ -190,6 +197,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	bcfg.Token, bcfg.AdminToken, bcfg.User, bcfg.Password = f.token, f.adminToken, f.user, f.password
 	if f.listen != "" {
 		bcfg.WorkerToken = f.workerToken
+		bcfg.PoolTokens, _ = parsePoolTokens(f.poolTokens) // checked with the flags
 	}
 	bcfg.TLSCert, bcfg.TLSKey = f.tlsCert, f.tlsKey
 	if f.data != "" {
@@ -632,4 +640,46 @@ func (h *host) stopAll() {
 			e.forget()
 		}
 	}
+}
+
+// parsePoolTokens reads --pool-token's POOL=TOKEN values (nil for none).
+func parsePoolTokens(list []string) (map[string]string, error) {
+	if len(list) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range list {
+		name, tok, ok := strings.Cut(v, "=")
+		if !ok || tok == "" {
+			return nil, fmt.Errorf("%q: want POOL=TOKEN", redactToken(v))
+		}
+		if err := pool.CheckName(name); err != nil {
+			return nil, err
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("pool %s given twice", name)
+		}
+		out[name] = tok
+	}
+	return out, nil
+}
+
+// redactToken shows what a malformed --pool-token value starts with, not
+// the secret it may hold.
+func redactToken(v string) string {
+	if len(v) > 4 {
+		return v[:4] + "..."
+	}
+	return v
+}
+
+// splitList is a comma-separated environment variable's values.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,7 @@ type workerFlags struct {
 	mock        string
 	roles       string
 	prices      string
+	inboxPrefix string
 }
 
 func newWorkerCmd() *cobra.Command {
@@ -56,6 +58,7 @@ the first outcome). Workers of other languages: docs/workers.md.`,
 	f.conn.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.pool, "pool", pool.DefaultPool, "the pool whose jobs to run (a node's pool attribute)")
+	fl.StringVar(&f.inboxPrefix, "inbox-prefix", os.Getenv("SWITCHYARD_INBOX_PREFIX"), "reply inbox prefix of the worker's connection, for an external server that gives each pool's user its own (docs/security.md; default: a private _INBOX.<name>)")
 	fl.IntVar(&f.concurrency, "concurrency", 1, "jobs run at once")
 	fl.IntVar(&f.replicas, "replicas", 1, "copies JetStream keeps of the work stream if this worker makes it (3 on a cluster, as serve --replicas)")
 	fl.DurationVar(&f.ackWait, "ack-wait", pool.DefaultAckWait, "how long a job may go unacknowledged before another worker gets it (the pool's consumer; in-progress acks every third of it)")
@@ -102,7 +105,11 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	}
 	// A worker is long-lived: it reconnects for as long as its cluster is
 	// away (a command's connection gives up after nats.go's 60 tries).
-	nc, err := f.conn.connect(nats.MaxReconnects(-1))
+	opts := []nats.Option{nats.MaxReconnects(-1)}
+	if f.inboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(f.inboxPrefix))
+	}
+	nc, err := f.conn.connect(opts...)
 	if err != nil {
 		return err
 	}
@@ -126,6 +133,28 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	// sessions placement gives it run here (serve --all --takeover).
 	ctx, cancel := context.WithCancel(ctx) // the first of the two to fail ends the other
 	defer cancel()
+	// A credential that may not serve the pool (another pool's token) is
+	// refused the pool's consumer: say so and stop, rather than wait for a
+	// consumer it can never read.
+	var refused error
+	watchDone := make(chan struct{})
+	go func() { // owned by runWorker: ends with ctx
+		defer close(watchDone)
+		info := "$JS.API.CONSUMER.INFO." + pool.Stream + "." + pool.ConsumerName(f.pool)
+		for {
+			select {
+			case err := <-f.conn.denied:
+				if strings.Contains(err.Error(), info) {
+					refused = fmt.Errorf("permission denied: this credential may not serve pool %s's jobs (%v)", f.pool, err)
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-watchDone }()
 	served := make(chan error, 1)
 	if f.sessions {
 		sf := &serveFlags{nats: f.conn.url, token: f.conn.token, user: f.conn.user, password: f.conn.password,
@@ -145,6 +174,10 @@ func runWorker(ctx context.Context, f *workerFlags, stderr io.Writer) error {
 	err = w.Run(ctx)
 	cancel()
 	serr := <-served
+	<-watchDone
+	if refused != nil {
+		return &exitError{code: 1, err: refused}
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return &exitError{code: 1, err: err}
 	}
