@@ -89,7 +89,7 @@ func (d *Dispatcher) Forget(ctx context.Context, session string) error {
 				return fmt.Errorf("pool: stream %s: %w", name, err)
 			}
 		}
-		if err := d.forgetIn(ctx, st, session); err != nil {
+		if err := purgeSession(ctx, st, session); err != nil {
 			return err
 		}
 	}
@@ -97,9 +97,23 @@ func (d *Dispatcher) Forget(ctx context.Context, session string) error {
 	return nil
 }
 
-// forgetIn purges session's subjects from the work or outcome stream st
-// (d.mu held).
-func (d *Dispatcher) forgetIn(ctx context.Context, st jetstream.Stream, session string) error {
+// ForgetOutcomes purges the outcomes the outcome stream keeps for session:
+// called when the session is over (completed, ended, collected), after
+// which no owner commits them. A stream that does not exist holds none.
+func ForgetOutcomes(ctx context.Context, js jetstream.JetStream, session string) error {
+	st, err := js.Stream(ctx, OutcomeStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+	}
+	return purgeSession(ctx, st, session)
+}
+
+// purgeSession purges session's subjects from the work or outcome stream
+// st.
+func purgeSession(ctx context.Context, st jetstream.Stream, session string) error {
 	subj := "syo." + session + ".>"
 	if st.CachedInfo().Config.Name == Stream {
 		subj = "syw.*." + session + ".>"
@@ -196,7 +210,7 @@ func workStreamConfig(storage jetstream.StorageType, replicas int) jetstream.Str
 func outcomeStreamConfig(storage jetstream.StorageType, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name: OutcomeStream, Description: "switchyard: outcomes of worker jobs, the last of each attempt",
-		Subjects: []string{"syo.>"}, MaxMsgsPerSubject: 1, MaxMsgs: MaxOutcomes, MaxAge: MaxOutcomeAge,
+		Subjects: []string{"syo.>"}, MaxMsgsPerSubject: 1, MaxAge: MaxOutcomeAge,
 		Discard: jetstream.DiscardOld, Storage: storage, Replicas: replicas,
 	}
 }
@@ -290,7 +304,7 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 		}
 		if d.Fresh && !d.forgot {
 			for _, st := range []jetstream.Stream{work, out} {
-				if err := d.forgetIn(ctx, st, session); err != nil {
+				if err := purgeSession(ctx, st, session); err != nil {
 					return "", err
 				}
 			}

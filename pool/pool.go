@@ -102,12 +102,16 @@ const (
 	MaxJobBytes = 1 << 30
 )
 
-// Bounds of the outcome stream: an outcome is needed until its owner (or
-// the owner that takes the session over) has read it; the oldest go first.
-const (
-	MaxOutcomes   = 100_000
-	MaxOutcomeAge = 7 * 24 * time.Hour
-)
+// MaxOutcomeAge bounds how long the outcome stream keeps an outcome. An
+// outcome is needed until its session's owner (or the owner that takes the
+// session over) committed it; the stream keeps it per attempt, with no
+// count shared by every session (a busy deployment would trim the outcome
+// of a job another session may still queue again), and a session's
+// outcomes are purged when it finishes (ForgetOutcomes). The age is the
+// outer bound for a running session: an outcome stored while its session
+// had no owner for longer than that is lost, and its job runs again when
+// the session resumes.
+const MaxOutcomeAge = 7 * 24 * time.Hour
 
 // JobSubject is the subject the job of one attempt of a firing of node is
 // published on: one per attempt, so that an owner finds out whether the

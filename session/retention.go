@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/pool"
 )
 
 // DefaultRetain is how long a completed durable session is kept.
@@ -95,7 +96,7 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 		}
 		if now.Sub(s.Last) < retain {
 			if !dryRun {
-				errs = append(errs, releaseIdle(ctx, b, s.ID))
+				errs = append(errs, releaseIdle(ctx, b, s.ID, s.Status != "stopped"))
 			}
 			continue
 		}
@@ -103,6 +104,9 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 			if err := broker.DeleteSession(ctx, b.JetStream(), s.ID); err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if err := pool.ForgetOutcomes(ctx, b.JetStream(), s.ID); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		removed = append(removed, s.ID)
@@ -131,17 +135,25 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 }
 
 // releaseFinished deletes what finished session id no longer needs: its
-// durable consumer, and its dead-letter stream when that is empty. Every
+// durable consumer, the outcomes of its pool jobs when it completed
+// (pool.ForgetOutcomes), and its dead-letter stream when that is empty. Every
 // start and resume (--reopen, a fork) re-creates both: the consumer from
 // the journal's floors, the stream with the work stream. Each costs every
 // later start of an embedded server: nats-server recovers every stream of
 // its store at start (about 0.5 ms each here) and stops each durable
 // consumer with a 10 ms poll of its flusher, one after the other, so a store
 // keeping a week of sessions made every command slower.
-func releaseFinished(ctx context.Context, js jetstream.JetStream, id string) error {
+func releaseFinished(ctx context.Context, js jetstream.JetStream, id string, completed bool) error {
 	err := js.DeleteConsumer(ctx, broker.StreamName(id), actors.ConsumerName)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
+	}
+	// The outcomes of its pool jobs: no owner commits them any more (a
+	// stopped session may be reopened, and keeps them).
+	if completed {
+		if err := pool.ForgetOutcomes(ctx, js, id); err != nil {
+			return err
+		}
 	}
 	dlq, err := js.Stream(ctx, broker.DeadLetterStreamName(id))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -162,9 +174,9 @@ func releaseFinished(ctx context.Context, js jetstream.JetStream, id string) err
 
 // releaseIdle releases finished session id (releaseFinished) unless a
 // process holds it (reopened meanwhile).
-func releaseIdle(ctx context.Context, b *broker.Broker, id string) error {
+func releaseIdle(ctx context.Context, b *broker.Broker, id string, completed bool) error {
 	if o, err := ReadOwner(ctx, b, id, time.Now()); err != nil || o != nil {
 		return err
 	}
-	return releaseFinished(ctx, b.JetStream(), id)
+	return releaseFinished(ctx, b.JetStream(), id, completed)
 }

@@ -866,11 +866,29 @@ func (s *Session) Stop() {
 // its lease: its durable consumer and an empty dead-letter stream (see
 // releaseFinished in retention.go).
 func (s *Session) releaseFinished() {
-	if !s.cfg.Durable || s.leaseGone.Load() {
+	if !s.cfg.Durable {
+		select {
+		case <-s.done:
+			// Completed: the outcomes of its pool jobs are not needed
+			// (a resume of a completed session runs nothing).
+			if s.sys != nil && s.cfg.Broker.JetStream() != nil && hasPoolNodes(s.sys.Graph()) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := pool.ForgetOutcomes(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
+					s.cfg.Logger.Warn("session: purging the outcomes of a finished session", "session", s.id, "err", err)
+				}
+			}
+		default:
+		}
 		return
 	}
+	if s.leaseGone.Load() {
+		return
+	}
+	completed := false
 	select {
-	case <-s.done: // completed
+	case <-s.done:
+		completed = true
 	default:
 		if !s.ended.Load() {
 			return // interrupted: a resume continues it
@@ -878,7 +896,7 @@ func (s *Session) releaseFinished() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := releaseFinished(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
+	if err := releaseFinished(ctx, s.cfg.Broker.JetStream(), s.id, completed); err != nil {
 		s.cfg.Logger.Warn("session: releasing the consumer of a finished session", "session", s.id, "err", err)
 	}
 }
