@@ -313,16 +313,6 @@ func TestPlacementLabels(t *testing.T) {
 	}
 }
 
-// waitLog waits for log to contain want.
-func waitLog(t *testing.T, log *syncBuffer, want string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !strings.Contains(log.String(), want) {
-		require.True(t, time.Now().Before(deadline), "no %q in:\n%s", want, log.String())
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPlacementFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"worker", "--nats", "nats://127.0.0.1:1", "--labels", "gpu=true"},

@@ -21,6 +21,16 @@ import (
 
 type syncBuffer = testio.SyncBuffer
 
+// waitLog waits, at most d, until log (a command's output) contains want.
+func waitLog(t *testing.T, log *syncBuffer, want string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !strings.Contains(log.String(), want) {
+		require.True(t, time.Now().Before(deadline), "no %q in:\n%s", want, log.String())
+		time.Sleep(20 * time.Millisecond) // polling a command's output
+	}
+}
+
 // natsCLI runs the standard nats CLI (natscli, pinned in tools/go.mod).
 func natsCLI(t *testing.T, args ...string) {
 	t.Helper()

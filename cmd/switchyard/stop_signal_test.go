@@ -34,12 +34,12 @@ func TestSecondSignalQuitsAtOnce(t *testing.T) {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	waitFor(t, &stderr, "serving "+file+" as session sig")
-	waitFor(t, &stderr, "outside clients connect to") // serve's loop: its signal is heard at once
+	waitLog(t, &stderr, "serving "+file+" as session sig", 20*time.Second)
+	waitLog(t, &stderr, "outside clients connect to", 20*time.Second) // serve's loop: its signal is heard at once
 
 	require.NoError(t, b.Close()) // the server goes away for good
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	waitFor(t, &stderr, "stopping:")
+	waitLog(t, &stderr, "stopping:", 20*time.Second)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-exited:

@@ -47,13 +47,13 @@ func TestWatchSnapshotShowsAWaitingGate(t *testing.T) {
 	go func() {
 		done <- execute([]string{"watch", "w1", "--nats", natsURL, "--token", "out", "--plain"}, &out, &errw)
 	}()
-	waitFor(t, &out, "review  waiting  waiting for an answer: Publish this draft?")
+	waitLog(t, &out, "review  waiting  waiting for an answer: Publish this draft?", 20*time.Second)
 	require.Contains(t, out.String(), "idle  idle")
 	require.Contains(t, out.String(), "draft  idle")
 
 	code, _, errOut = cli(t, "answer", "w1", "review", "A", "--nats", natsURL, "--token", "adm")
 	require.Equal(t, 0, code, errOut)
-	waitFor(t, &out, "node.completed  done  success")
+	waitLog(t, &out, "node.completed  done  success", 20*time.Second)
 	code, _, errOut = cli(t, "stop", "w1", "--nats", natsURL, "--token", "adm")
 	require.Equal(t, 0, code, errOut)
 	select {
@@ -61,15 +61,5 @@ func TestWatchSnapshotShowsAWaitingGate(t *testing.T) {
 		require.Equal(t, 0, code, errw.String())
 	case <-time.After(20 * time.Second):
 		t.Fatal("watch did not end with the session")
-	}
-}
-
-// waitFor waits until buf contains s.
-func waitFor(t *testing.T, buf *syncBuffer, s string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(buf.String(), s) {
-		require.True(t, time.Now().Before(deadline), "no %q in:\n%s", s, buf.String())
-		time.Sleep(20 * time.Millisecond) // polling a command's output
 	}
 }

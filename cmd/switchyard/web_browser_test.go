@@ -89,7 +89,7 @@ func TestWebViewAnswersAGateInABrowser(t *testing.T) {
 		done <- execute([]string{"run", file, "--id", "rel1", "--http", httpAddr, "--admin-token", "adm", "--token", "look",
 			"--data", filepath.Join(dir, "data"), "--logs", filepath.Join(dir, "logs")}, &stdout, &stderr)
 	}()
-	waitFor(t, &stderr, "web view on http://"+httpAddr)
+	waitLog(t, &stderr, "web view on http://"+httpAddr, 20*time.Second)
 	page := "http://" + httpAddr
 
 	var explain, fileText, events string
