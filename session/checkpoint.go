@@ -115,6 +115,8 @@ type journal struct {
 	floors      map[string]uint64        // acknowledgement floor per node
 	trimmed     map[string]uint64        // the floor up to which the work stream was purged, per node
 	trimmedAll  uint64                   // the work stream was purged at or below this sequence, on every subject
+	snapAt      uint64                   // the record of the last snapshot taken (or of the state restored)
+	snapStored  uint64                   // the record of the last snapshot this process stored (guarded by wmu)
 	inbound     func() []string          // the subjects the graph's nodes receive on now (actors.InboundSubjects)
 	lastStatus  string                   // status of the last committed firing
 	kv          jetstream.KeyValue
@@ -183,6 +185,7 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 	}
 	j.cur = runCtx{m: cur}
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
+	j.snapAt = cp.Seq
 	j.consumed = map[string]*consumedHeap{}
 	for _, c := range cp.Consumed {
 		j.addConsumed(c)

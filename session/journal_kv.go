@@ -29,12 +29,16 @@ import (
 // written in batches (journal_writer.go), several to a KV entry; they are
 // the session's history.
 
-// snapshotEvery is how many records a durable session writes between two
-// snapshots (a write that passes a multiple of it, or of compactEvery, is
-// followed by one; and the last record always has one). A resume reads the
-// snapshot and the entries after it: at most snapshotEvery records, in
-// entries of up to 64. A snapshot is one more round trip (and the whole
-// state marshalled), so a busy session writes one per 1,024 records.
+// snapshotEvery is how many records a durable session writes at least
+// between two snapshots; a session whose state is larger (snapshotSize:
+// its nodes, context keys, pending envelopes) writes one every as many
+// records as its state has entries, so that a snapshot, which marshals the
+// whole state, costs about one entry per record whatever the graph's size
+// (every 1,024 records, a 10,000-node chain's snapshots were a fifth of its
+// CPU). A small state is also snapshotted at each compaction
+// (compactEvery), and the last record always has one. A resume reads the
+// snapshot and the entries after it: at most that many records (and those
+// written while the snapshot was due), in entries of up to 64.
 const snapshotEvery = 1024
 
 // JournalKeep is how many journal records a durable session keeps: its
@@ -518,7 +522,12 @@ func wrongLast(err error) bool {
 // checkpoint.json when the session has a run directory); j.mu and j.wmu
 // held.
 func (j *journal) writeSnapshotLocked(ctx context.Context) error {
-	return j.writeSnapshot(ctx, j.snapshot())
+	cp := j.snapshot()
+	if err := j.writeSnapshot(ctx, cp); err != nil {
+		return err
+	}
+	j.snapAt, j.snapStored = cp.Seq, cp.Seq
+	return nil
 }
 
 // writeSnapshot writes a snapshot taken of the state; j.wmu held.

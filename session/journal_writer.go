@@ -35,7 +35,7 @@ type taken struct {
 	ctx     context.Context
 	recs    []pendingRecord
 	snap    *Checkpoint       // the state after the last record, when a snapshot is due
-	compact uint64            // purge the records older than JournalKeep before this one, after the snapshot (0: not now)
+	compact uint64            // purge the records older than JournalKeep before this one, covered by a stored snapshot (0: not now)
 	floors  map[string]uint64 // trim the work stream below these (nil: not now)
 	snapErr bool              // the error came from the snapshot, not a record
 	entries []entry           // the records as written
@@ -141,16 +141,35 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
 	first, last := t.recs[0].seq, t.recs[len(t.recs)-1].seq
 	compact := last/compactEvery != (first-1)/compactEvery
-	if compact || last/snapshotEvery != (first-1)/snapshotEvery || j.status != "running" {
+	size := j.snapshotSize()
+	if last-j.snapAt >= max(snapshotEvery, size) || (compact && size <= snapshotEvery) || j.status != "running" {
 		t.snap = j.snapshot()
-		if compact {
-			if last > uint64(JournalKeep) {
-				t.compact = last
-			}
-			t.floors = copyMap(j.floors)
+		j.snapAt = last
+	}
+	if compact {
+		// The records purged must lie before a stored snapshot: this
+		// batch's, or the last one written (j.wmu held).
+		bound := j.snapStored
+		if t.snap != nil {
+			bound = last
 		}
+		if bound > uint64(JournalKeep) {
+			t.compact = bound
+		}
+		t.floors = copyMap(j.floors)
 	}
 	return t
+}
+
+// snapshotSize is about how many entries a snapshot of the state holds
+// (j.mu held): its nodes' counters, its context keys, the envelopes
+// pending and the nodes' floors.
+func (j *journal) snapshotSize() uint64 {
+	n := len(j.visits) + len(j.pending) + len(j.floors)
+	if j.cur.m != nil {
+		n += j.cur.m.Len()
+	}
+	return uint64(n)
 }
 
 // writeBatch writes a batch taken (j.wmu held), settles the journal and
@@ -192,9 +211,10 @@ func (j *journal) writeTaken(t *taken) error {
 			t.snapErr = true
 			return err
 		}
-		if t.floors != nil {
-			j.maintainLocked(t.compact, t.floors)
-		}
+		j.snapStored = t.snap.Seq
+	}
+	if t.floors != nil {
+		j.maintainLocked(t.compact, t.floors)
 	}
 	if j.onSaved != nil {
 		for _, r := range t.recs {
