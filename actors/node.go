@@ -112,6 +112,10 @@ type nodeActor struct {
 	cancel   firingCancel
 	firing   uint64
 	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
+	// gateWaits is what the last gate.waiting of the gate's waiting period
+	// said ("" once the gate fired): a gate that goes on waiting for the
+	// same thing says so once, not at every arrival (gateWaiting).
+	gateWaits string
 	retiring bool   // removed by a live edit: stop once idle
 	emptied  bool   // retiring: what the buffers held was discarded
 	halted   bool   // the scheduler stopped the node for good: what arrives is refused
@@ -358,7 +362,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 		}
 		if !a.s.sched.Wants(a.node.ID, m.edge) {
 			if w := a.s.sched.Waiting(a.node.ID); w != "" {
-				a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, EdgeId: m.edge, Message: w})
+				a.gateWaiting(m.edge, w)
 			}
 		}
 		a.take()
@@ -532,6 +536,18 @@ func (a *nodeActor) take() {
 	}
 }
 
+// gateWaiting emits gate.waiting when the gate starts waiting, or when what
+// it waits for changed since it last said (a join missing other edges, the
+// next cron time): a join whose other edges keep delivering, or a manual
+// gate whose buffer fills, waits for the same thing at every arrival.
+func (a *nodeActor) gateWaiting(edge, why string) {
+	if why == a.gateWaits {
+		return
+	}
+	a.gateWaits = why
+	a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, EdgeId: edge, Message: why})
+}
+
 // pullAll hands the gate everything the buffers hold (before a manual
 // trigger or a scheduled tick fires the node with it).
 func (a *nodeActor) pullAll() {
@@ -559,10 +575,11 @@ func (a *nodeActor) offer(edge string, env *pb.Envelope) {
 func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 	if !d.Fire {
 		if d.Reason != "" {
-			a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, Message: d.Reason})
+			a.gateWaiting("", d.Reason)
 		}
 		return
 	}
+	a.gateWaits = "" // the waiting period is over
 	batch := make([]*pb.Envelope, 0, len(d.Inputs))
 	for _, in := range d.Inputs {
 		batch = append(batch, in.Item.(*pb.Envelope))

@@ -457,3 +457,26 @@ func attr(ev *pb.Event, key string) string {
 	}
 	return ""
 }
+
+// In a pipeline too, a join says it waits once per wait: the first branch
+// to arrive makes it wait for the other, once.
+func TestPipelineJoinSaysItWaitsOnce(t *testing.T) {
+	r := newRun(t)
+	rep := r.exec(`digraph par {
+		start [shape=Mdiamond]; fork [shape=component]
+		x [prompt="x"]; y [prompt="y"]; j [prompt="join", trigger=all]
+		exit [shape=Msquare]
+		start -> fork; fork -> x -> j; fork -> y -> j; j -> exit
+	}`)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	var waits []string
+	r.mu.Lock()
+	for _, ev := range r.events {
+		if ev.Kind == "gate.waiting" && ev.Node == "j" {
+			waits = append(waits, ev.Message)
+		}
+	}
+	r.mu.Unlock()
+	require.Len(t, waits, 1, "%q", waits)
+	require.Contains(t, waits[0], "join incomplete")
+}

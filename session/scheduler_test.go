@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -410,4 +411,57 @@ func TestRetryWaitsForRetryAfter(t *testing.T) {
 	clk.Advance(time.Second)
 	l.waitEvent(t, "fetch completed", completedBy("fetch"))
 	require.Equal(t, 2, l.calls_("fetch"))
+}
+
+// A join says it waits once per waiting period: when it starts waiting,
+// and again only when what it waits for changes — not at every arrival on
+// an edge that already delivered (a busy edge made the event feed a
+// gate.waiting per envelope). After it fires, the next period says so
+// again.
+func TestJoinSaysItWaitsOncePerWait(t *testing.T) {
+	l := serve(t, `digraph s { kind="session"
+		j [prompt="join", trigger=all]
+		a -> j; b -> j; c -> j
+		a [prompt="a"]; b [prompt="b"]; c [prompt="c"] }`, "", nil)
+	id := l.s.ID()
+	buffered := func(edge string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			for _, b := range l.s.System().Buffers(context.Background()) {
+				if b.Node == "j" && b.Edge == edge && b.Ready == want {
+					return
+				}
+			}
+			require.True(t, time.Now().Before(deadline), "%s never held %d", edge, want)
+			time.Sleep(5 * time.Millisecond) // polling the node's buffers
+		}
+	}
+	for i := 0; i < 4; i++ {
+		l.publish(t, broker.Edge(id, "a.j"), fmt.Sprint("a", i))
+	}
+	buffered("a.j", 3) // the gate took the first, the others wait
+	l.publish(t, broker.Edge(id, "b.j"), "b")
+	l.publish(t, broker.Edge(id, "b.j"), "b again")
+	buffered("b.j", 1)
+	l.publish(t, broker.Edge(id, "c.j"), "c")
+	l.waitEvent(t, "j completed", completedBy("j"))
+	// The next round: a's and b's second envelopes wait for c.
+	for _, what := range []string{"the first round's", "the second round's"} {
+		l.waitEvent(t, what+" wait for c", func(ev *pb.Event) bool {
+			return ev.Kind == "gate.waiting" && ev.Node == "j" && strings.HasSuffix(ev.Message, "missing c.j")
+		})
+	}
+	var waits []string
+	l.run.mu.Lock()
+	for _, ev := range l.run.events {
+		if ev.Node == "j" && ev.Kind == "gate.waiting" {
+			waits = append(waits, ev.Message)
+		}
+	}
+	l.run.mu.Unlock()
+	require.Len(t, waits, 4, "%q", waits)
+	for i, want := range []string{"missing b.j, c.j", "missing c.j", "missing b.j, c.j", "missing c.j"} {
+		require.True(t, strings.HasSuffix(waits[i], want), "%q", waits)
+	}
 }
