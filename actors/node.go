@@ -102,23 +102,23 @@ type nodeActor struct {
 	// tickPending: the node sent itself a tick not yet fired (auto mode).
 	tickPending bool
 
-	bufs     []edgeBuffer              // the inbox (""), then each incoming edge, in a fixed order
-	queue    [][]*pb.Envelope          // batches ready to fire, in arrival order
-	joins    map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived (made on the first)
-	running  bool
-	cur      *job          // the firing in progress
-	head     *tokenContext // the resolved context of queue[0] (nil: not yet)
-	ticket   *scheduler.Ticket
-	cancel   firingCancel
-	firing   uint64
-	waiting  string // why the head batch waits (in-flight cap, lock), "" when not
-	// gateWaits is what the last gate.waiting of the gate's waiting period
+	bufs    []edgeBuffer              // the inbox (""), then each incoming edge, in a fixed order
+	queue   [][]*pb.Envelope          // batches ready to fire, in arrival order
+	joins   map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived (made on the first)
+	running bool
+	cur     *job          // the firing in progress
+	head    *tokenContext // the resolved context of queue[0] (nil: not yet)
+	ticket  *scheduler.Ticket
+	cancel  firingCancel
+	firing  uint64
+	waiting string // why the head batch waits (in-flight cap, lock), "" when not
+	// gateSaid is what the last gate.waiting of the gate's waiting period
 	// said ("" once the gate fired): a gate that goes on waiting for the
 	// same thing says so once, not at every arrival (gateWaiting).
-	gateWaits string
-	retiring bool   // removed by a live edit: stop once idle
-	emptied  bool   // retiring: what the buffers held was discarded
-	halted   bool   // the scheduler stopped the node for good: what arrives is refused
+	gateSaid string
+	retiring bool // removed by a live edit: stop once idle
+	emptied  bool // retiring: what the buffers held was discarded
+	halted   bool // the scheduler stopped the node for good: what arrives is refused
 
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed
@@ -541,10 +541,10 @@ func (a *nodeActor) take() {
 // next cron time): a join whose other edges keep delivering, or a manual
 // gate whose buffer fills, waits for the same thing at every arrival.
 func (a *nodeActor) gateWaiting(edge, why string) {
-	if why == a.gateWaits {
+	if why == a.gateSaid {
 		return
 	}
-	a.gateWaits = why
+	a.gateSaid = why
 	a.s.Emit(&pb.Event{Kind: "gate.waiting", Node: a.node.ID, EdgeId: edge, Message: why})
 }
 
@@ -579,7 +579,7 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 		}
 		return
 	}
-	a.gateWaits = "" // the waiting period is over
+	a.gateSaid = "" // the waiting period is over
 	batch := make([]*pb.Envelope, 0, len(d.Inputs))
 	for _, in := range d.Inputs {
 		batch = append(batch, in.Item.(*pb.Envelope))
