@@ -22,16 +22,32 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
-// nodeFirings counts node.completed events per session and node.
+// nodeFirings counts node.completed events per session and node, and
+// notes when each session's last handover began and its last resume was
+// heard.
 type nodeFirings struct {
-	mu sync.Mutex
-	n  map[[2]string]int
+	mu      sync.Mutex
+	n       map[[2]string]int
+	handing map[string]time.Time
+	resumed map[string]time.Time
 }
 
 func countNodeFirings(t *testing.T, nc *nats.Conn) *nodeFirings {
 	t.Helper()
-	f := &nodeFirings{n: map[[2]string]int{}}
-	_, err := nc.Subscribe("sy.*.evt.node.completed", func(m *nats.Msg) {
+	f := &nodeFirings{n: map[[2]string]int{}, handing: map[string]time.Time{}, resumed: map[string]time.Time{}}
+	_, err := nc.Subscribe("sy.*.evt.session.*", func(m *nats.Msg) {
+		id := strings.Split(m.Subject, ".")[1]
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch m.Subject[strings.LastIndexByte(m.Subject, '.')+1:] {
+		case "handing_over":
+			f.handing[id] = time.Now()
+		case "resumed":
+			f.resumed[id] = time.Now()
+		}
+	})
+	require.NoError(t, err)
+	_, err = nc.Subscribe("sy.*.evt.node.completed", func(m *nats.Msg) {
 		var ev pb.Event
 		if proto.Unmarshal(m.Data, &ev) != nil {
 			return
@@ -43,6 +59,18 @@ func countNodeFirings(t *testing.T, nc *nats.Conn) *nodeFirings {
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
 	return f
+}
+
+// moveTime is how long session id took from its handover's beginning to
+// its resume at the next owner (0 when it did not move).
+func (f *nodeFirings) moveTime(id string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h, ok := f.handing[id]
+	if !ok {
+		return 0
+	}
+	return f.resumed[id].Sub(h)
 }
 
 func (f *nodeFirings) of(id, node string) int {
@@ -117,8 +145,8 @@ func TestPlacementRebalances(t *testing.T) {
 	code, _, errOut := cli(t, "pub", "r0", "ask", "ship it?", "--nats", url, "--token", "adm")
 	require.Equal(t, 0, code, errOut)
 
-	// Two members join; the events of round 2 are published while the
-	// sessions move.
+	// Two members join; rounds of events are published until the sessions
+	// have moved, so some are running or waiting when they move.
 	for i := 1; i < 3; i++ {
 		procs[i], dones[i] = start(&logs[i], "serve", "--all", "--takeover")
 	}
@@ -126,22 +154,22 @@ func TestPlacementRebalances(t *testing.T) {
 		waitLog(t, &logs[i], "member ", 20*time.Second)
 	}
 	joined := time.Now()
-	pub()
 	pids := map[int]string{}
 	for i, p := range procs {
 		pids[p.Process.Pid] = fmt.Sprint("m", i)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	var held map[string]int
-	var left time.Time // when the first session left m0
+	var published time.Time
 	for {
+		if time.Since(published) >= 500*time.Millisecond { // a round every half second (work takes 0.3 s)
+			pub()
+			published = time.Now()
+		}
 		held = owners(t, srv, ids)
 		per := map[int]int{}
 		for _, pid := range held {
 			per[pid]++
-		}
-		if left.IsZero() && per[procs[0].Process.Pid] < len(ids) {
-			left = time.Now()
 		}
 		if len(held) == len(ids) && per[procs[0].Process.Pid] == 2 && per[procs[1].Process.Pid] == 2 && per[procs[2].Process.Pid] == 2 {
 			break
@@ -149,16 +177,28 @@ func TestPlacementRebalances(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "not spread 2-2-2: %v\n%s", held, all())
 		time.Sleep(50 * time.Millisecond) // polling the leases
 	}
-	t.Logf("spread 2-2-2 %v after the members joined, %v after the first session left m0: %v",
-		time.Since(joined).Round(time.Millisecond), time.Since(left).Round(time.Millisecond), held)
-	for _, line := range strings.Split(logs[0].String(), "\n") {
-		if strings.Contains(line, "handed over") {
-			t.Log("m0: " + line)
+	t.Logf("spread 2-2-2 %v after the members joined: %v", time.Since(joined).Round(time.Millisecond), held)
+
+	for i := range logs {
+		for _, line := range strings.Split(logs[i].String(), "\n") {
+			if strings.Contains(line, "handed over") || strings.Contains(line, "resumed session") {
+				t.Logf("m%d: %s", i, line)
+			}
 		}
 	}
-	waitFired(2)
+	t.Logf("%d rounds of events published by then", round)
+	waitFired(round)
+	moved := 0
+	for _, id := range ids {
+		if d := fired.moveTime(id); d != 0 {
+			moved++
+			require.Positive(t, d, "session %s resumed after its handover", id)
+			t.Logf("session %s moved in %v (from session.handing_over to session.resumed)", id, d.Round(time.Millisecond))
+		}
+	}
+	require.Equal(t, 4, moved, "four sessions moved, no more")
 	pub()
-	waitFired(3)
+	waitFired(round)
 
 	// The gate asked before the move is answered at its new owner.
 	deadline = time.Now().Add(30 * time.Second)
