@@ -288,3 +288,35 @@ func TestWorkStreamInbound(t *testing.T) {
 	_, err = broker.SetInbound(ctx(t), js, "nosuch", in, nil)
 	require.Error(t, err)
 }
+
+// TestFreshOverExisting: resources asked for as fresh (a session being
+// created) that exist already — what an interrupted start left — are
+// taken as they are or updated to the configuration asked for, keeping
+// what they hold.
+func TestFreshOverExisting(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	a, bb := broker.Edge("f-1", "a.b"), broker.Edge("f-1", "b.c")
+	_, err := broker.EnsureSessionStream(ctx(t), js, "f-1", broker.FileStorage, broker.Inbound([]string{a}), broker.Fresh())
+	require.NoError(t, err)
+	_, err = js.Publish(ctx(t), a, []byte("x"))
+	require.NoError(t, err)
+	kv, err := broker.SessionKV(ctx(t), js, "f-1", broker.FileStorage, broker.Fresh())
+	require.NoError(t, err)
+	_, err = kv.Put(ctx(t), "k", []byte("v"))
+	require.NoError(t, err)
+
+	st, err := broker.EnsureSessionStream(ctx(t), js, "f-1", broker.FileStorage, broker.Inbound([]string{a, bb}), broker.Fresh())
+	require.NoError(t, err)
+	info, err := st.Info(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{a, bb}, info.Config.Subjects, "updated to the subjects asked for")
+	require.EqualValues(t, 1, info.State.Msgs, "what it held stays")
+	_, err = broker.EnsureSessionStream(ctx(t), js, "f-1", broker.FileStorage, broker.Inbound([]string{a, bb}), broker.Fresh())
+	require.NoError(t, err, "the same configuration again")
+	kv, err = broker.SessionKV(ctx(t), js, "f-1", broker.FileStorage, broker.Fresh())
+	require.NoError(t, err)
+	e, err := kv.Get(ctx(t), "k")
+	require.NoError(t, err)
+	require.Equal(t, "v", string(e.Value()))
+}

@@ -382,14 +382,15 @@ func (l *lease) release() {
 
 // claim takes a durable session's lease and writes this owner's mark into
 // the session's bucket: the bucket sequence it returns fences the journal
-// of any previous owner. The caller releases the lease.
-func claim(ctx context.Context, cfg *Config) (*lease, error) {
+// of any previous owner. The caller releases the lease. opts go to the
+// bucket's creation (broker.Fresh for a session being created).
+func claim(ctx context.Context, cfg *Config, opts ...broker.Option) (*lease, error) {
 	n := cfg.replicas()
 	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
 	if err != nil {
 		return nil, err
 	}
-	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), broker.Replicas(n))
+	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)
 	if err == nil && n > 1 {
 		// Artifacts are stored on demand, with one replica unless their
 		// store exists: it is made now, replicated.

@@ -474,8 +474,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		cfg.Clock = clock.Real()
 	}
 	if cfg.Durable && cl == nil {
+		var fresh []broker.Option
+		if cp == nil {
+			fresh = append(fresh, broker.Fresh()) // a new session: its bucket is made in one request
+		}
 		var err error
-		if cl, err = claim(context.Background(), &cfg); err != nil {
+		if cl, err = claim(context.Background(), &cfg, fresh...); err != nil {
 			return nil, err
 		}
 	}
@@ -574,8 +578,11 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 			s.created = true
 		}
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.Replicas(cfg.replicas()),
-			broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))); err != nil {
+		opts := []broker.Option{broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))}
+		if s.created {
+			opts = append(opts, broker.Fresh())
+		}
+		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...); err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
@@ -896,15 +903,33 @@ func (s *Session) releaseFinished() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if completed && s.removed() {
+		// Its whole store goes next (cleanup), consumer and dead letters
+		// with it: only the outcomes of its pool jobs lie outside it.
+		if err := pool.ForgetOutcomes(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
+			s.cfg.Logger.Warn("session: purging the outcomes of a finished session", "session", s.id, "err", err)
+		}
+		return
+	}
 	if err := releaseFinished(ctx, s.cfg.Broker.JetStream(), s.id, completed); err != nil {
 		s.cfg.Logger.Warn("session: releasing the consumer of a finished session", "session", s.id, "err", err)
 	}
 }
 
+// removed reports whether cleanup will remove the durable session's store:
+// it succeeded and its checkpoint policy does not retain it.
+func (s *Session) removed() bool {
+	if !s.cfg.Durable || !s.jr.cleanup {
+		return false
+	}
+	_, status, _ := s.jr.done()
+	return status == "success"
+}
+
 // cleanup removes a durable session's store (stream, checkpoints,
 // artifacts) when it succeeded and its checkpoint policy does not retain it.
 func (s *Session) cleanup() {
-	if !s.cfg.Durable || !s.jr.cleanup || s.report.result().Status != "success" {
+	if !s.removed() || s.report.result().Status != "success" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
