@@ -135,10 +135,10 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 }
 
 // releaseFinished deletes what finished session id no longer needs: its
-// durable consumer, the outcomes of its pool jobs when it completed
-// (pool.ForgetOutcomes), and its dead-letter stream when that is empty. Every
-// start and resume (--reopen, a fork) re-creates both: the consumer from
-// the journal's floors, the stream with the work stream. Each costs every
+// durable consumer, when it completed its work stream and the outcomes of
+// its pool jobs (pool.ForgetOutcomes), and its dead-letter stream when that
+// is empty. Every start and resume (--reopen, a fork) re-creates them: the
+// consumer from the journal's floors, the streams anew. Each costs every
 // later start of an embedded server: nats-server recovers every stream of
 // its store at start (about 0.5 ms each here) and stops each durable
 // consumer with a 10 ms poll of its flusher, one after the other, so a store
@@ -148,9 +148,15 @@ func releaseFinished(ctx context.Context, js jetstream.JetStream, id string, com
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
 	}
-	// The outcomes of its pool jobs: no owner commits them any more (a
-	// stopped session may be reopened, and keeps them).
+	// A completed session is never run again (a resume of it completes at
+	// once, a fork has a stream of its own): its work stream — whose
+	// envelopes nothing will consume — and the outcomes of its pool jobs go.
+	// A stopped session may be reopened, and keeps them. Its record (the KV
+	// bucket) stays until gc removes it.
 	if completed {
+		if err := js.DeleteStream(ctx, broker.StreamName(id)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
 		if err := pool.ForgetOutcomes(ctx, js, id); err != nil {
 			return err
 		}

@@ -81,9 +81,9 @@ func TestGC(t *testing.T) {
 }
 
 // TestFinishedSessionReleasesItsConsumer: a durable session that completed
-// leaves no consumer and no empty dead-letter stream in the store (every
-// later embedded server's start and stop would pay for them), one that was
-// interrupted keeps them, one with dead letters keeps those, a resume of the
+// leaves no work stream (nor its consumer) and no empty dead-letter stream
+// in the store, only its record (every later embedded server's start and
+// stop would pay for them), one that was interrupted or stopped keeps them, one with dead letters keeps those, a resume of the
 // finished one (--reopen) works all the same, and GC releases what a
 // finished session of an older store still has.
 func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
@@ -113,6 +113,10 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 		_, err := js.Consumer(ctx, broker.StreamName(id), actors.ConsumerName)
 		return err
 	}
+	workStream := func(id string) error {
+		_, err := js.Stream(ctx, broker.StreamName(id))
+		return err
+	}
 	deadLetters := func(id string) error {
 		_, err := js.Stream(ctx, broker.DeadLetterStreamName(id))
 		return err
@@ -126,8 +130,10 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
-	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound, "released at its end")
+	require.ErrorIs(t, workStream("done"), jetstream.ErrStreamNotFound, "its work stream (and consumer) released at its end")
 	require.ErrorIs(t, deadLetters("done"), jetstream.ErrStreamNotFound, "no dead letters, no stream")
+	_, err = session.ReadMeta(ctx, r.broker, "done")
+	require.NoError(t, err, "its record is kept")
 
 	busy := r.config(r.load(`digraph busy { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	busy.ID, busy.Durable = "busy", true
@@ -150,6 +156,7 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the refused envelope is a dead letter")
 	require.NoError(t, s.End("operator"))
 	require.ErrorIs(t, consumer("ended"), jetstream.ErrConsumerNotFound, "an operator's stop is an end")
+	require.NoError(t, workStream("ended"), "a stopped session may be reopened: its work stream stays")
 	require.NoError(t, deadLetters("ended"), "its dead letters are kept")
 
 	again := r.config(r.load(`digraph done { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
@@ -160,8 +167,12 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
 
-	// A store written before consumers were released: GC releases the
-	// finished session's, and leaves the interrupted one's.
+	require.ErrorIs(t, workStream("done"), jetstream.ErrStreamNotFound, "released again")
+
+	// A store written before consumers and work streams were released: GC
+	// releases the finished session's, and leaves the interrupted one's.
+	_, err = broker.EnsureSessionStream(ctx, js, "done", broker.FileStorage)
+	require.NoError(t, err)
 	_, err = js.CreateOrUpdateConsumer(ctx, broker.StreamName("done"), jetstream.ConsumerConfig{Durable: actors.ConsumerName})
 	require.NoError(t, err)
 	_, err = broker.EnsureDeadLetters(ctx, js, "done", broker.FileStorage)
@@ -169,7 +180,7 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	removed, err := session.GC(ctx, r.broker, 7*24*time.Hour, time.Now(), false)
 	require.NoError(t, err)
 	require.Empty(t, removed)
-	require.ErrorIs(t, consumer("done"), jetstream.ErrConsumerNotFound)
+	require.ErrorIs(t, workStream("done"), jetstream.ErrStreamNotFound)
 	require.ErrorIs(t, deadLetters("done"), jetstream.ErrStreamNotFound)
 	require.NoError(t, consumer("busy"))
 	require.NoError(t, deadLetters("busy"))

@@ -310,8 +310,8 @@ sessions are never removed. run and serve do the same on start.`,
 	return cmd
 }
 
-// collect removes expired sessions (run and serve call it on start, serve
-// also hourly).
+// collect removes expired sessions (run and serve call it on start unless
+// the store was collected less than an hour ago, serve also hourly).
 func collect(ctx context.Context, b *broker.Broker, retain time.Duration, stderr io.Writer) {
 	if retain <= 0 {
 		return
@@ -325,13 +325,13 @@ func collect(ctx context.Context, b *broker.Broker, retain time.Duration, stderr
 	}
 }
 
-// collectEvery is how often run collects on an embedded store: the scan
-// reads every stored session's records (about a millisecond each), which
-// a store keeping a week of sessions made every run pay at start.
+// collectEvery is how often run and serve collect an embedded store: the
+// scan reads every stored session's records (about half a millisecond
+// each), which a store keeping a week of sessions made every start pay.
 const collectEvery = time.Hour
 
 // gcStampFile, in an embedded server's data directory, is touched by each
-// collection that run makes; its time is that of the last one.
+// collection that run and serve make; its time is that of the last one.
 const gcStampFile = "switchyard.gc"
 
 // collectDue collects on b unless the embedded store was collected less
@@ -341,18 +341,28 @@ func collectDue(ctx context.Context, b *broker.Broker, retain time.Duration, std
 	if retain <= 0 {
 		return
 	}
+	if dir := b.DataDir(); dir != "" {
+		if st, err := os.Stat(filepath.Join(dir, gcStampFile)); err == nil {
+			if age := time.Since(st.ModTime()); age >= 0 && age < min(retain, collectEvery) {
+				return
+			}
+		}
+	}
+	collectStamped(ctx, b, retain, stderr)
+}
+
+// collectStamped collects on b and, on an embedded store, stamps the
+// collection.
+func collectStamped(ctx context.Context, b *broker.Broker, retain time.Duration, stderr io.Writer) {
+	if retain <= 0 {
+		return
+	}
+	collect(ctx, b, retain, stderr)
 	dir := b.DataDir()
 	if dir == "" {
-		collect(ctx, b, retain, stderr)
 		return
 	}
 	stamp := filepath.Join(dir, gcStampFile)
-	if st, err := os.Stat(stamp); err == nil {
-		if age := time.Since(st.ModTime()); age >= 0 && age < min(retain, collectEvery) {
-			return
-		}
-	}
-	collect(ctx, b, retain, stderr)
 	now := time.Now()
 	if err := os.Chtimes(stamp, now, now); errors.Is(err, os.ErrNotExist) {
 		_ = os.WriteFile(stamp, nil, 0o600)

@@ -144,7 +144,7 @@ its lease.`,
 	fl.StringVar(&f.labels, "labels", "", "this member's labels, k=v,... (with --takeover or --place): a session whose graph sets placement=\"k=v,...\" runs only on members with those labels")
 	fl.DurationVar(&f.settle, "settle", session.DefaultSettle, "a member hands running sessions over to members that joined later once the members stayed the same this long, and moves again no sooner (0: never moves running sessions)")
 	fl.BoolVar(&f.all, "all", false, "on start, resume every running durable session of the store, whatever its file")
-	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, on start and hourly (0 keeps them)")
+	fl.DurationVar(&f.retain, "retain", session.DefaultRetain, "remove durable sessions completed longer ago than this, hourly and on start unless the store was collected within the hour (0 keeps them)")
 	f.web.add(cmd)
 	return cmd
 }
@@ -285,7 +285,9 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		_ = b.Conn().Publish(PlaceSubject, nil) // the members scan now
 	}
 	if f.durable {
-		collect(ctx, b, f.retain, stderr)
+		// At most hourly, as run does (the stamp in the data directory):
+		// the scan reads every session the store keeps.
+		collectDue(ctx, b, f.retain, stderr)
 		gcTick := time.NewTicker(time.Hour)
 		defer gcTick.Stop()
 		gcStop, gcDone := make(chan struct{}), make(chan struct{})
@@ -295,7 +297,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			for {
 				select {
 				case <-gcTick.C:
-					collect(ctx, b, f.retain, stderr)
+					collectStamped(ctx, b, f.retain, stderr)
 				case <-gcStop:
 					return
 				}
