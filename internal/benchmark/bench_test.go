@@ -77,6 +77,13 @@ func BenchmarkIngest(b *testing.B) {
 			})
 		}
 	}
+	b.Run("queue/durable=true/large", func(b *testing.B) {
+		rate, err := benchmark.IngestLarge(ctx(b), e, benchmark.Queue, 3*b.N)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rate, "events/s")
+	})
 }
 
 func BenchmarkRawNATSIngest(b *testing.B) {

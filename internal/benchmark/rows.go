@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/switchyard/switchyard/broker"
 )
 
 const (
@@ -137,12 +139,23 @@ func ingestRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 			cases[d] = rate(func(c context.Context) (float64, error) { return Ingest(c, env, d, cfg.Events, durable) })
 			all = append(all, cases[d])
 		}
+		// A queue edge of a large graph: through the session's intake.
+		const large = Delivery("large")
+		shown := []Delivery{Queue, Latest, Join3}
+		if durable {
+			cases[large] = rate(func(c context.Context) (float64, error) { return IngestLarge(c, env, Queue, cfg.Events) })
+			all = append(all, cases[large])
+			shown = append(shown, large)
+		}
 		alternate(cfg.Rounds, base, all...)
-		for _, d := range []Delivery{Queue, Latest, Join3} {
+		for _, d := range shown {
 			s := cases[d]
 			what := "not durable"
 			if durable {
 				what = "durable"
+			}
+			if d == large {
+				d, what = Queue, fmt.Sprintf("durable, %d idle nodes more (through the session's intake)", broker.MaxListedSubjects)
 			}
 			r := Row{Group: "ingest", Case: fmt.Sprintf("ingest %d events, %s edge, %s", cfg.Events, d, what), Unit: unitRate, Value: s.median()}
 			if s.err != nil {

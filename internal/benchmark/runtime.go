@@ -165,7 +165,26 @@ func sinkRegistry(d Delivery, progress *atomic.Int64) (*nodes.Registry, error) {
 // as `switchyard pub` would) and returns the events per second processed
 // by the sink node.
 func Ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool) (float64, error) {
+	return ingest(ctx, env, d, n, durable, 0)
+}
+
+// IngestLarge is Ingest into a durable session whose graph has more
+// inbound subjects than a work stream lists (broker.MaxListedSubjects: the
+// graph also has that many idle nodes), so every outside envelope passes
+// through the session's intake before its stream stores it.
+func IngestLarge(ctx context.Context, env *Env, d Delivery, n int) (float64, error) {
+	return ingest(ctx, env, d, n, true, broker.MaxListedSubjects)
+}
+
+func ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool, idle int) (float64, error) {
 	src, edges := ingestGraph(d)
+	if idle > 0 {
+		var b strings.Builder
+		for i := range idle {
+			fmt.Fprintf(&b, "idle%d [type=%q]\n", i, sinkType)
+		}
+		src = strings.TrimSuffix(strings.TrimSpace(src), "}") + b.String() + "}"
+	}
 	n -= n % len(edges)
 	g, diags := graph.Load("ingest.dot", []byte(src), graph.WithKnownTypes(append(graph.BuiltinTypes, sinkType)...))
 	if diags.HasErrors() {
