@@ -190,7 +190,7 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	if !ok {
 		// No node reads it (an edge or node a live edit removed, or a
 		// subject of no node at all): the stray watcher refuses it
-		// visibly (subscribeStray); the consumer lets it go, and the
+		// visibly (intake, stray); the consumer lets it go, and the
 		// work stream does not keep it (nothing would ever trim it).
 		_ = m.Term()
 		s.dropStored(m)
