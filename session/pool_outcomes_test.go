@@ -45,7 +45,7 @@ func TestFinishedSessionForgetsOutcomes(t *testing.T) {
 			require.NoError(t, err)
 			rep, err := s.Wait(ctx)
 			require.NoError(t, err)
-			require.Equal(t, "success", rep.Status)
+			require.Equal(t, "success", rep.Status, rep.Reason)
 			s.Stop()
 
 			st, err := js.Stream(ctx, pool.OutcomeStream)
