@@ -221,6 +221,11 @@ func ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool, idle
 	}
 	rate := float64(n) / time.Since(t0).Seconds()
 	if durable {
+		// Stopped first: a session whose store is deleted under it rides
+		// through the missing bucket while it writes its last records
+		// (minutes), which the next measurement would share the machine
+		// with.
+		s.Stop()
 		_ = broker.DeleteSession(context.Background(), env.Broker.JetStream(), sid)
 	}
 	return rate, nil
