@@ -1,11 +1,14 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/graph"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // ErrInvalidEdit is returned (wrapped, with the diagnostics) when an edited
@@ -29,7 +32,26 @@ func (s *Session) Edit(filename string, src []byte) (*actors.Edit, graph.Diagnos
 	if err != nil {
 		return nil, diags, err
 	}
+	s.recordEdit(g)
 	return ed, diags, nil
+}
+
+// recordEdit stores a durable session's edited graph in its bucket, as its
+// graph: the process that resumes it next (after a restart, a takeover, a
+// move to another member) runs the graph as edited, not as it started.
+// The write is fenced like the journal's. Should it fail, the edit still
+// applies here, and a session.warning says a resume would run the previous
+// graph.
+func (s *Session) recordEdit(g *graph.Graph) {
+	if !s.cfg.Durable || s.jr == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.jr.recordGraph(ctx, g.DOT()); err != nil {
+		s.sys.Emit(&pb.Event{Kind: "session.warning",
+			Message: "the edited graph is not recorded in the store (a resume runs the previous one): " + err.Error()})
+	}
 }
 
 // Version is the running graph's version (1, then one more per edit).
