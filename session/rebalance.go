@@ -35,8 +35,10 @@ const DefaultSettle = 10 * time.Second
 // sessions over the live members, rounded up), the session with the
 // greatest id goes to the member with the fewest sessions (ties to the
 // smaller id) among the others that may run it, if that member would still
-// run fewer sessions than self. members are the live members (self among
-// them or not: self's load is len(held)).
+// run fewer sessions than self. A session self may no longer run (a live
+// edit changed its placement) goes to such a member whatever the loads.
+// members are the live members (self among them or not: self's load is
+// len(held)).
 func Rebalance(held []Wanted, self Member, members []Member) []string {
 	ms := make([]Member, 0, len(members))
 	for _, m := range members {
@@ -44,7 +46,7 @@ func Rebalance(held []Wanted, self Member, members []Member) []string {
 			ms = append(ms, m)
 		}
 	}
-	if len(ms) == 0 || len(held) < 2 {
+	if len(ms) == 0 || len(held) == 0 {
 		return nil
 	}
 	sort.Slice(ms, func(i, k int) bool { return ms[i].ID < ms[k].ID })
@@ -60,8 +62,9 @@ func Rebalance(held []Wanted, self Member, members []Member) []string {
 	sort.Slice(ws, func(i, k int) bool { return ws[i].ID > ws[k].ID })
 	var out []string
 	for _, w := range ws {
-		if mine <= fair {
-			break
+		misplaced := !self.May(w) // its placement changed (a live edit)
+		if mine <= fair && !misplaced {
+			continue
 		}
 		best := -1
 		for i, m := range ms {
@@ -69,7 +72,7 @@ func Rebalance(held []Wanted, self Member, members []Member) []string {
 				best = i
 			}
 		}
-		if best < 0 || mine-load[best] <= 1 {
+		if best < 0 || (mine-load[best] <= 1 && !misplaced) {
 			continue
 		}
 		out = append(out, w.ID)

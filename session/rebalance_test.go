@@ -40,6 +40,11 @@ func TestRebalanceMovesTheShareOfNewMembers(t *testing.T) {
 			[]string{"s5", "s4", "s3"}},
 		{"a member without the labels takes none", sessions(4, gpu), []session.Member{{ID: "b", All: true}}, nil},
 		{"a member of other files takes none", sessions(4, nil), []session.Member{{ID: "b", Files: []string{"/x.dot"}}}, nil},
+		{"a session whose placement it no longer matches moves, whatever the loads",
+			append(sessions(1, nil), session.Wanted{ID: "z", Labels: gpu}),
+			[]session.Member{{ID: "b", All: true, Labels: gpu, Load: 5}}, []string{"z"}},
+		{"and stays when no member matches", append(sessions(1, nil), session.Wanted{ID: "z", Labels: gpu}),
+			[]session.Member{{ID: "b", All: true, Load: 1}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			members := append([]session.Member{a}, tc.others...)

@@ -35,7 +35,7 @@ type placer struct {
 	b       *broker.Broker
 	h       *host
 	stderr  io.Writer
-	graphs  map[string]*graph.Graph // stored graphs, by session
+	graphs  map[string]*graph.Graph // stored graphs of the sessions nobody runs, by session
 	strikes map[string]int
 	waiting map[string]string // session -> why it waits (said once)
 	// rb moves running sessions to members that joined later (nil: never).
@@ -115,6 +115,11 @@ func (p *placer) choose(ctx context.Context, cands []session.Meta) []session.Met
 	for id := range p.strikes {
 		if _, ok := byID[id]; !ok {
 			delete(p.strikes, id)
+		}
+	}
+	for id := range p.graphs {
+		if _, ok := byID[id]; !ok {
+			delete(p.graphs, id) // read again when it waits again: a live edit may have changed it
 		}
 	}
 	for id, why := range waiting {

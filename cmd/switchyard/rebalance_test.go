@@ -268,3 +268,41 @@ func TestPlacementRebalances(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementEditMovesSession: a live edit that gives a running session a
+// placement its member lacks moves it to a member that has it.
+func TestPlacementEditMovesSession(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
+	url := srv.ClientURL()
+	dir := t.TempDir()
+	write := func(name, placement string) string {
+		file := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(file, []byte(`digraph q {
+    kind="session"
+    placement="`+placement+`"
+    stall_after=0
+    src [prompt="never fires"]
+    work [shape=diamond]
+    src -> work
+}`), 0o644))
+		return file
+	}
+	v1, v2 := write("v1.dot", ""), write("v2.dot", "gpu=true")
+	start := func(log *syncBuffer, args ...string) *exec.Cmd {
+		cmd, _ := adminProcesses(t, switchyardBinary(t), url, dir)(log, append(args, "--settle", "1s")...)
+		return cmd
+	}
+	var plain, gpu syncBuffer
+	all := func() string { return fmt.Sprintf("plain:\n%s\ngpu:\n%s", plain.String(), gpu.String()) }
+	p := start(&plain, "serve", "--place", "--all", v1, "--id", "e1")
+	waitOwned(t, srv, []string{"e1"}, map[int]string{p.Process.Pid: "plain"}, 30*time.Second, all)
+	waitLog(t, &plain, "resumed session e1", 20*time.Second) // it answers edits
+	g := start(&gpu, "serve", "--all", "--takeover", "--labels", "gpu=true")
+	waitLog(t, &gpu, "member ", 20*time.Second)
+	code, _, errOut := cli(t, "edit", "e1", v2, "--nats", url, "--token", "adm")
+	require.Equal(t, 0, code, errOut)
+	began := time.Now()
+	waitOwned(t, srv, []string{"e1"}, map[int]string{g.Process.Pid: "gpu"}, 30*time.Second, all)
+	t.Logf("moved to the member with the label %v after the edit", time.Since(began).Round(time.Millisecond))
+	waitLog(t, &plain, "session e1 handed over", 10*time.Second)
+}
