@@ -38,23 +38,9 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 		if !ok || !broker.ValidToken(id) {
 			continue
 		}
-		m, err := ReadMeta(ctx, b, id)
-		if err != nil {
-			continue // not a session's bucket, or one being created
+		if st, ok := readStored(ctx, b, id); ok {
+			out = append(out, st)
 		}
-		st := Stored{Meta: *m, Status: "running", Last: m.Started}
-		if cp, err := LoadCheckpoint(ctx, b, id, 0); err == nil {
-			st.Status, st.Seq = cp.Status, cp.Seq
-			if !cp.Timestamp.IsZero() {
-				st.Last = cp.Timestamp
-			}
-		}
-		if st.Status == "running" {
-			if r, err := ReadStopped(ctx, b, id); err == nil && r != nil {
-				st.Status, st.Stopped = "stopped", r
-			}
-		}
-		out = append(out, st)
 	}
 	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
 		return out, err
@@ -63,18 +49,51 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 	return out, nil
 }
 
-// Running lists the durable sessions whose last checkpoint says they are
-// running (a process died or was interrupted with them); the sessions an
-// operator stopped (End) are not among them.
-func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
-	all, err := List(ctx, b)
-	var out []Meta
-	for _, s := range all {
-		if s.Status == "running" {
-			out = append(out, s.Meta)
+// readStored reads what the store says of session id; false when it holds
+// no session of that id (not a session's bucket, or one being created).
+func readStored(ctx context.Context, b *broker.Broker, id string) (Stored, bool) {
+	m, err := ReadMeta(ctx, b, id)
+	if err != nil {
+		return Stored{}, false
+	}
+	st := Stored{Meta: *m, Status: "running", Last: m.Started}
+	if cp, err := LoadCheckpoint(ctx, b, id, 0); err == nil {
+		st.Status, st.Seq = cp.Status, cp.Seq
+		if !cp.Timestamp.IsZero() {
+			st.Last = cp.Timestamp
 		}
 	}
-	return out, err
+	if st.Status == "running" {
+		if r, err := ReadStopped(ctx, b, id); err == nil && r != nil {
+			st.Status, st.Stopped = "stopped", r
+		}
+	}
+	return st, true
+}
+
+// Running lists the durable sessions whose last checkpoint says they are
+// running (a process died or was interrupted with them); the sessions an
+// operator stopped (End) are not among them. Only the sessions with a work
+// stream are read: a session has one from its creation, and gives it up
+// when it completes (releaseFinished), so the finished sessions a store
+// keeps cost a start (serve --all, --takeover and each rescan) nothing.
+func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
+	names := b.JetStream().StreamNames(ctx)
+	var out []Meta
+	for name := range names.Name() {
+		id, ok := strings.CutPrefix(name, broker.StreamName(""))
+		if !ok || !broker.ValidToken(id) || broker.ReservedSession(id) != nil {
+			continue // the pools' work stream, an event stream, another stream
+		}
+		if st, ok := readStored(ctx, b, id); ok && st.Status == "running" {
+			out = append(out, st.Meta)
+		}
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		return out, err
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out, nil
 }
 
 // GC removes the completed durable sessions whose last checkpoint is older

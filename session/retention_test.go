@@ -186,3 +186,44 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	require.NoError(t, deadLetters("busy"))
 	require.NoError(t, deadLetters("ended"))
 }
+
+// TestRunningReadsOnlySessionsWithAWorkStream: Running lists the sessions
+// left running — not those stopped by their operator, nor the completed
+// ones, whose work stream is gone (so the finished sessions a store keeps
+// are not read at every start) or, in a store written before they gave it
+// up, whose record says they completed.
+func TestRunningReadsOnlySessionsWithAWorkStream(t *testing.T) {
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	start := func(id, src string) *session.Session {
+		t.Helper()
+		s, err := session.Start(ctx, r.durable(src, id))
+		require.NoError(t, err)
+		return s
+	}
+	reactive := `digraph s { kind="session"; a [prompt="a"] }`
+	pipeline := `digraph p { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`
+	start("left", reactive).Stop()
+	require.NoError(t, start("ended", reactive).End("operator"))
+	for _, id := range []string{"done", "older"} {
+		rep, err := start(id, pipeline).Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "success", rep.Status)
+	}
+	// A store written before completed sessions gave their stream up.
+	_, err := broker.EnsureSessionStream(ctx, js, "older", broker.FileStorage)
+	require.NoError(t, err)
+
+	running, err := session.Running(ctx, r.broker)
+	require.NoError(t, err)
+	var ids []string
+	for _, m := range running {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []string{"left"}, ids)
+	all, err := session.List(ctx, r.broker)
+	require.NoError(t, err)
+	require.Len(t, all, 4, "List reads every session")
+}
