@@ -15,4 +15,11 @@
 // JournalKeep commits (and a snapshot), the work stream what is not yet
 // consumed, and the object store the artifacts of the last JournalKeep
 // commits plus any a live envelope still refers to (artifact_retention.go).
+//
+// A durable session has one runner, the holder of its lease (lease.go).
+// The processes of a deployment that run sessions are its members; the
+// sessions nobody runs are spread over them (Place, placement.go), and a
+// member that runs more than its share hands the surplus to members that
+// joined later (Rebalance, rebalance.go) with Handover, which lets the
+// running firings finish and releases the lease at once (handover.go).
 package session
