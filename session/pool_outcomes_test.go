@@ -57,3 +57,54 @@ func TestFinishedSessionForgetsOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// TestNewSessionForgetsEarlierJobs: a new session whose graph has pool
+// nodes purges, when it starts — before any of its nodes fires — the jobs
+// an earlier session of its id left queued, so that no worker runs them
+// beside it; a resume keeps its own.
+func TestNewSessionForgetsEarlierJobs(t *testing.T) {
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js := r.broker.JetStream()
+	src := `digraph s { kind="session"; x [shape=parallelogram, pool=p, tool_command="echo hi"] }`
+	g := r.load(src)
+	// An earlier session "reuse" queued a job (no worker ran it) and is gone.
+	hctx, hcancel := context.WithCancel(ctx)
+	queued := make(chan struct{})
+	in := &nodes.Input{SessionID: "reuse", Graph: g, Node: g.Node("x"), Type: "tool", Attempt: 1,
+		AttemptID: "reuse/x/1/1", Context: map[string]string{},
+		Emit: func(kind string, _ map[string]any) {
+			if kind == "work.queued" {
+				close(queued)
+			}
+		}}
+	h, err := (&pool.Dispatcher{NC: r.broker.Conn(), JS: js, Storage: r.broker.Storage(), Key: []byte("the earlier session's key......."),
+		Fresh: true}).Handler("p")
+	require.NoError(t, err)
+	dead := make(chan error, 1)
+	go func() { _, err := h.Handle(hctx, in); dead <- err }()
+	select {
+	case <-queued:
+	case <-ctx.Done():
+		t.Fatal("not queued")
+	}
+	hcancel()
+	require.ErrorIs(t, <-dead, context.Canceled)
+	jobs := func() int {
+		t.Helper()
+		st, err := js.Stream(ctx, pool.Stream)
+		require.NoError(t, err)
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter("syw.*.reuse.>"))
+		require.NoError(t, err)
+		return len(info.State.Subjects)
+	}
+	require.Equal(t, 1, jobs())
+
+	cfg := r.config(g)
+	cfg.ID = "reuse"
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	defer s.Stop()
+	require.Equal(t, 0, jobs(), "the earlier session's job is purged at the start, before any firing")
+}
