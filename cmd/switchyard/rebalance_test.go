@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
@@ -87,14 +88,35 @@ func (f *nodeFirings) of(id, node string) int {
 // answered after it.
 func TestPlacementRebalances(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
-	url := srv.ClientURL()
+	rebalanceSpread(t, srv.ClientURL(), srv)
+}
+
+// TestPlacementRebalancesOnCluster: the same on a 3-server cluster, every
+// resource with 3 replicas (SWITCHYARD_FULL=1).
+func TestPlacementRebalancesOnCluster(t *testing.T) {
+	if os.Getenv("SWITCHYARD_FULL") != "1" {
+		t.Skip("a 3-server cluster: with SWITCHYARD_FULL=1 (CI)")
+	}
+	cl := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
+	require.NoError(t, err)
+	defer b.Close()
+	rebalanceSpread(t, cl.URL(), b, "--replicas", "3")
+}
+
+// rebalanceSpread is TestPlacementRebalances on the server at url (srv
+// connected to it); extra goes to every member.
+func rebalanceSpread(t *testing.T, url string, srv *broker.Broker, extra ...string) {
 	file, err := filepath.Abs("testdata/rebalance.dot")
 	require.NoError(t, err)
 	dir := t.TempDir()
 	effects := filepath.Join(dir, "effects")
 	bin := switchyardBinary(t)
 	start := func(log *syncBuffer, args ...string) (*exec.Cmd, chan error) {
-		cmd := exec.Command(bin, append(args, "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"), "--settle", "1s")...)
+		args = append(append(args, extra...), "--nats", url, "--token", "adm", "--logs", filepath.Join(dir, "logs"), "--settle", "1s")
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "EFFECTS="+effects)
 		cmd.Stderr = log
 		require.NoError(t, cmd.Start())
