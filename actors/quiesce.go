@@ -68,7 +68,9 @@ func (a *nodeActor) idleForHandover() bool {
 
 // Quiesce prepares a handover to another process: the nodes start no new
 // firing (what arrives is held, not acknowledged, and goes to the next
-// owner), the session's consumer stops delivering, and Quiesce waits until
+// owner), the session's consumer stops delivering, its control subjects
+// (trigger, explain) go unanswered until the next owner answers them, and
+// Quiesce waits until
 // every running firing has ended and its record is stored — but for those
 // that are safe to leave (a pool node's job, a human gate waiting for an
 // answer) — or until ctx ends (ctx's error: Stop then cancels what still
@@ -78,6 +80,14 @@ func (s *System) Quiesce(ctx context.Context) error {
 	wake := s.quiesce.ch()
 	s.quiesce.on.Store(true)
 	s.stopConsuming()
+	// No trigger is taken that would not fire here: unanswered, its
+	// sender tries again and reaches the next owner.
+	s.mu.Lock()
+	subs := s.subs
+	s.mu.Unlock()
+	for _, sub := range subs {
+		_ = sub.Unsubscribe() // Stop's second Unsubscribe is a no-op
+	}
 	for {
 		if s.allIdle() {
 			return nil

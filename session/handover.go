@@ -14,7 +14,9 @@ import (
 // again: nodes start no new firing, the session's consumer stops, and
 // Handover waits, until ctx ends, for every running firing but a pool
 // node's job (its worker goes on; the next owner finds it) and a human gate
-// waiting for its answer (the next owner asks again). Then it stops the
+// waiting for its answer (the next owner asks again). Answers, triggers
+// and explain requests go unanswered meanwhile (their senders try again
+// and reach the next owner). Then it stops the
 // session with a session.moved event (session.handing_over when it begins) (not session.stopped: watchers go on
 // watching the next owner's events) and releases the lease at once, so the
 // next owner claims it without waiting for its TTL. What ctx cut short runs
@@ -25,6 +27,11 @@ func (s *Session) Handover(ctx context.Context) error {
 		return ErrNotDurable
 	}
 	var err error
+	if s.ctl != nil {
+		// An answer taken now could be lost with a gate cut short:
+		// unanswered, its sender tries again and reaches the next owner.
+		_ = s.ctl.Close()
+	}
 	if s.sys != nil {
 		s.sys.Emit(&pb.Event{Kind: "session.handing_over", Message: "handing over to another member: no new firing; the running ones finish"})
 		err = s.sys.Quiesce(ctx)
