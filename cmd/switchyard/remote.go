@@ -109,12 +109,30 @@ func requestOrDenied(nc *nats.Conn, denied <-chan error, subject string, data []
 		case <-stop:
 		}
 	}()
-	msg, err := nc.RequestWithContext(ctx, subject, data)
-	if err != nil && (refused.Load() || isPermissionViolation(err)) {
-		return nil, errPermissionDenied
+	// A session between two owners (a takeover, a move to another member)
+	// has nobody on its control subjects for a moment: a request nobody
+	// listens to is sent again for up to ownerGap.
+	gap := time.Now().Add(min(ownerGap, timeout))
+	for {
+		msg, err := nc.RequestWithContext(ctx, subject, data)
+		if err != nil && (refused.Load() || isPermissionViolation(err)) {
+			return nil, errPermissionDenied
+		}
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(gap) {
+			return msg, err
+		}
+		select {
+		case <-ctx.Done():
+			return msg, err
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return msg, err
 }
+
+// ownerGap is how long a control request nobody answers is sent again:
+// longer than a session takes to move between members (0.2–0.8 s,
+// docs/cluster.md#rebalancing).
+const ownerGap = 2 * time.Second
 
 func request(c *connFlags, subject string, payload any) ([]byte, error) {
 	nc, err := c.connect()
