@@ -320,10 +320,8 @@ func entries(batch []pendingRecord) ([]entry, error) {
 			continue // inside an entry kept above
 		}
 		rec := r.rec
-		if r.sched != nil && rec.Scheduler == nil {
-			if data, err := json.Marshal(r.sched); err == nil {
-				rec.Scheduler = data
-			}
+		if r.sched != nil && rec.Sched == nil {
+			rec.Sched = schedState(r.sched)
 		}
 		n := proto.Size(rec)
 		if cur != nil && (size+n > maxEntry || len(cur.Batch)+1 >= maxEntryRecords) {
@@ -571,7 +569,10 @@ func (j *journal) applyRecord(rec *pb.JournalRecord) error {
 		}
 		j.apply(c)
 	}
-	if len(rec.GetScheduler()) > 0 {
+	if st := rec.GetSched(); st != nil {
+		j.mergeSched(snapshotOf(st))
+	} else if len(rec.GetScheduler()) > 0 {
+		// A record of an earlier version: the counters as JSON.
 		snap := &scheduler.Snapshot{}
 		if err := json.Unmarshal(rec.GetScheduler(), snap); err == nil {
 			j.mergeSched(snap)

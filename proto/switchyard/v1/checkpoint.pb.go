@@ -272,7 +272,8 @@ type JournalRecord struct {
 	TerminalReason string `protobuf:"bytes,13,opt,name=terminal_reason,json=terminalReason,proto3" json:"terminal_reason,omitempty"`
 	TerminalFinal  bool   `protobuf:"varint,14,opt,name=terminal_final,json=terminalFinal,proto3" json:"terminal_final,omitempty"`
 	Usage          *Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
-	// scheduler is the scheduler's counters after the record (JSON).
+	// scheduler is the scheduler's counters after the record, as JSON:
+	// written by earlier versions, read when sched is not set.
 	Scheduler []byte `protobuf:"bytes,16,opt,name=scheduler,proto3" json:"scheduler,omitempty"`
 	// added are envelopes published outside a firing (the first input).
 	Added []*Envelope `protobuf:"bytes,17,rep,name=added,proto3" json:"added,omitempty"`
@@ -281,7 +282,9 @@ type JournalRecord struct {
 	// batch are the records written together with this one, in order
 	// (seq + 1, seq + 2, ...): the journal writes the records of the firings
 	// that queued up during a write as one entry, under the first one's key.
-	Batch         []*JournalRecord `protobuf:"bytes,19,rep,name=batch,proto3" json:"batch,omitempty"`
+	Batch []*JournalRecord `protobuf:"bytes,19,rep,name=batch,proto3" json:"batch,omitempty"`
+	// sched is the part of the scheduler's counters the record changed.
+	Sched         *SchedulerState `protobuf:"bytes,20,opt,name=sched,proto3" json:"sched,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,6 +452,440 @@ func (x *JournalRecord) GetBatch() []*JournalRecord {
 	return nil
 }
 
+func (x *JournalRecord) GetSched() *SchedulerState {
+	if x != nil {
+		return x.Sched
+	}
+	return nil
+}
+
+// SchedulerState is the scheduler's counters (scheduler.Snapshot): the
+// whole of them, or with partial the part one node's firing changes, to
+// be set over the state before it. A key listed with no values removes
+// it (announced, stalls, windows).
+type SchedulerState struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Partial bool                   `protobuf:"varint,1,opt,name=partial,proto3" json:"partial,omitempty"`
+	Total   int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// iterations: firings per node.
+	Iterations []*SchedulerCount `protobuf:"bytes,3,rep,name=iterations,proto3" json:"iterations,omitempty"`
+	// spent: what each budget scope spent.
+	Spent []*SchedulerSpent `protobuf:"bytes,4,rep,name=spent,proto3" json:"spent,omitempty"`
+	// announced: per scope, the budget thresholds announced ("tokens:80").
+	Announced []*SchedulerList `protobuf:"bytes,5,rep,name=announced,proto3" json:"announced,omitempty"`
+	// stopped and causes: per stopped node, why, and the cause code.
+	Stopped []*KV `protobuf:"bytes,6,rep,name=stopped,proto3" json:"stopped,omitempty"`
+	Causes  []*KV `protobuf:"bytes,7,rep,name=causes,proto3" json:"causes,omitempty"`
+	// stalls: per node, its last results, oldest first.
+	Stalls []*SchedulerList `protobuf:"bytes,8,rep,name=stalls,proto3" json:"stalls,omitempty"`
+	// joins: per join node, its buffer.
+	Joins []*SchedulerJoin `protobuf:"bytes,9,rep,name=joins,proto3" json:"joins,omitempty"`
+	// held: per manual or cron node, the ids of the inputs it holds.
+	Held []*SchedulerList `protobuf:"bytes,10,rep,name=held,proto3" json:"held,omitempty"`
+	// windows: per node ("" for the session), the times (Unix nanoseconds)
+	// of its recent firings under a windowed cap.
+	Windows       []*SchedulerTimes `protobuf:"bytes,11,rep,name=windows,proto3" json:"windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerState) Reset() {
+	*x = SchedulerState{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerState) ProtoMessage() {}
+
+func (x *SchedulerState) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerState.ProtoReflect.Descriptor instead.
+func (*SchedulerState) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SchedulerState) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+func (x *SchedulerState) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *SchedulerState) GetIterations() []*SchedulerCount {
+	if x != nil {
+		return x.Iterations
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetSpent() []*SchedulerSpent {
+	if x != nil {
+		return x.Spent
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetAnnounced() []*SchedulerList {
+	if x != nil {
+		return x.Announced
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetStopped() []*KV {
+	if x != nil {
+		return x.Stopped
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetCauses() []*KV {
+	if x != nil {
+		return x.Causes
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetStalls() []*SchedulerList {
+	if x != nil {
+		return x.Stalls
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetJoins() []*SchedulerJoin {
+	if x != nil {
+		return x.Joins
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetHeld() []*SchedulerList {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *SchedulerState) GetWindows() []*SchedulerTimes {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+// SchedulerCount is a count under a key.
+type SchedulerCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	N             int64                  `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerCount) Reset() {
+	*x = SchedulerCount{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerCount) ProtoMessage() {}
+
+func (x *SchedulerCount) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerCount.ProtoReflect.Descriptor instead.
+func (*SchedulerCount) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SchedulerCount) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SchedulerCount) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+// SchedulerSpent is what a budget scope spent.
+type SchedulerSpent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Scope         string                 `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	TimeNs        int64                  `protobuf:"varint,2,opt,name=time_ns,json=timeNs,proto3" json:"time_ns,omitempty"`
+	Tokens        int64                  `protobuf:"varint,3,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Cost          float64                `protobuf:"fixed64,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerSpent) Reset() {
+	*x = SchedulerSpent{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerSpent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerSpent) ProtoMessage() {}
+
+func (x *SchedulerSpent) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerSpent.ProtoReflect.Descriptor instead.
+func (*SchedulerSpent) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SchedulerSpent) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *SchedulerSpent) GetTimeNs() int64 {
+	if x != nil {
+		return x.TimeNs
+	}
+	return 0
+}
+
+func (x *SchedulerSpent) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *SchedulerSpent) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+// SchedulerList is a list of strings under a key.
+type SchedulerList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerList) Reset() {
+	*x = SchedulerList{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerList) ProtoMessage() {}
+
+func (x *SchedulerList) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerList.ProtoReflect.Descriptor instead.
+func (*SchedulerList) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SchedulerList) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SchedulerList) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+// SchedulerTimes is a list of times (Unix nanoseconds) under a key.
+type SchedulerTimes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	UnixNanos     []int64                `protobuf:"varint,2,rep,packed,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerTimes) Reset() {
+	*x = SchedulerTimes{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerTimes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerTimes) ProtoMessage() {}
+
+func (x *SchedulerTimes) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerTimes.ProtoReflect.Descriptor instead.
+func (*SchedulerTimes) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SchedulerTimes) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SchedulerTimes) GetUnixNanos() []int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return nil
+}
+
+// SchedulerJoin is a join node's buffer: each upstream edge's state
+// ("waiting", "delivered", "skipped") and the ids queued on it.
+type SchedulerJoin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Edges         []*KV                  `protobuf:"bytes,2,rep,name=edges,proto3" json:"edges,omitempty"`
+	Queued        []*SchedulerList       `protobuf:"bytes,3,rep,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerJoin) Reset() {
+	*x = SchedulerJoin{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerJoin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerJoin) ProtoMessage() {}
+
+func (x *SchedulerJoin) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerJoin.ProtoReflect.Descriptor instead.
+func (*SchedulerJoin) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SchedulerJoin) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SchedulerJoin) GetEdges() []*KV {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+func (x *SchedulerJoin) GetQueued() []*SchedulerList {
+	if x != nil {
+		return x.Queued
+	}
+	return nil
+}
+
 var File_switchyard_v1_checkpoint_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
@@ -476,7 +913,7 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\afirings\x18\n" +
 	" \x01(\x04R\afirings\x12\x16\n" +
 	"\x06status\x18\v \x01(\tR\x06status\x12%\n" +
-	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xaf\x05\n" +
+	"\x0efailure_reason\x18\f \x01(\tR\rfailureReason\"\xe4\x05\n" +
 	"\rJournalRecord\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
@@ -497,7 +934,42 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\tscheduler\x18\x10 \x01(\fR\tscheduler\x12-\n" +
 	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05added\x12!\n" +
 	"\fcontext_base\x18\x12 \x01(\tR\vcontextBase\x122\n" +
-	"\x05batch\x18\x13 \x03(\v2\x1c.switchyard.v1.JournalRecordR\x05batchBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\x05batch\x18\x13 \x03(\v2\x1c.switchyard.v1.JournalRecordR\x05batch\x123\n" +
+	"\x05sched\x18\x14 \x01(\v2\x1d.switchyard.v1.SchedulerStateR\x05sched\"\x9d\x04\n" +
+	"\x0eSchedulerState\x12\x18\n" +
+	"\apartial\x18\x01 \x01(\bR\apartial\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\x12=\n" +
+	"\n" +
+	"iterations\x18\x03 \x03(\v2\x1d.switchyard.v1.SchedulerCountR\n" +
+	"iterations\x123\n" +
+	"\x05spent\x18\x04 \x03(\v2\x1d.switchyard.v1.SchedulerSpentR\x05spent\x12:\n" +
+	"\tannounced\x18\x05 \x03(\v2\x1c.switchyard.v1.SchedulerListR\tannounced\x12+\n" +
+	"\astopped\x18\x06 \x03(\v2\x11.switchyard.v1.KVR\astopped\x12)\n" +
+	"\x06causes\x18\a \x03(\v2\x11.switchyard.v1.KVR\x06causes\x124\n" +
+	"\x06stalls\x18\b \x03(\v2\x1c.switchyard.v1.SchedulerListR\x06stalls\x122\n" +
+	"\x05joins\x18\t \x03(\v2\x1c.switchyard.v1.SchedulerJoinR\x05joins\x120\n" +
+	"\x04held\x18\n" +
+	" \x03(\v2\x1c.switchyard.v1.SchedulerListR\x04held\x127\n" +
+	"\awindows\x18\v \x03(\v2\x1d.switchyard.v1.SchedulerTimesR\awindows\"0\n" +
+	"\x0eSchedulerCount\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\f\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\"k\n" +
+	"\x0eSchedulerSpent\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x17\n" +
+	"\atime_ns\x18\x02 \x01(\x03R\x06timeNs\x12\x16\n" +
+	"\x06tokens\x18\x03 \x01(\x03R\x06tokens\x12\x12\n" +
+	"\x04cost\x18\x04 \x01(\x01R\x04cost\"9\n" +
+	"\rSchedulerList\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"A\n" +
+	"\x0eSchedulerTimes\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x03(\x03R\tunixNanos\"\x82\x01\n" +
+	"\rSchedulerJoin\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12'\n" +
+	"\x05edges\x18\x02 \x03(\v2\x11.switchyard.v1.KVR\x05edges\x124\n" +
+	"\x06queued\x18\x03 \x03(\v2\x1c.switchyard.v1.SchedulerListR\x06queuedBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_checkpoint_proto_rawDescOnce sync.Once
@@ -511,33 +983,51 @@ func file_switchyard_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_checkpoint_proto_rawDescData
 }
 
-var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_switchyard_v1_checkpoint_proto_goTypes = []any{
 	(*NodeRecord)(nil),            // 0: switchyard.v1.NodeRecord
 	(*Checkpoint)(nil),            // 1: switchyard.v1.Checkpoint
 	(*JournalRecord)(nil),         // 2: switchyard.v1.JournalRecord
-	(*Usage)(nil),                 // 3: switchyard.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*KV)(nil),                    // 5: switchyard.v1.KV
-	(*Envelope)(nil),              // 6: switchyard.v1.Envelope
+	(*SchedulerState)(nil),        // 3: switchyard.v1.SchedulerState
+	(*SchedulerCount)(nil),        // 4: switchyard.v1.SchedulerCount
+	(*SchedulerSpent)(nil),        // 5: switchyard.v1.SchedulerSpent
+	(*SchedulerList)(nil),         // 6: switchyard.v1.SchedulerList
+	(*SchedulerTimes)(nil),        // 7: switchyard.v1.SchedulerTimes
+	(*SchedulerJoin)(nil),         // 8: switchyard.v1.SchedulerJoin
+	(*Usage)(nil),                 // 9: switchyard.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*KV)(nil),                    // 11: switchyard.v1.KV
+	(*Envelope)(nil),              // 12: switchyard.v1.Envelope
 }
 var file_switchyard_v1_checkpoint_proto_depIdxs = []int32{
-	3,  // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
-	4,  // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	9,  // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
+	10, // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
 	0,  // 2: switchyard.v1.Checkpoint.nodes:type_name -> switchyard.v1.NodeRecord
-	5,  // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
-	6,  // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
-	4,  // 5: switchyard.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
-	6,  // 6: switchyard.v1.JournalRecord.produced:type_name -> switchyard.v1.Envelope
-	5,  // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
-	3,  // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
-	6,  // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
+	11, // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
+	12, // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
+	10, // 5: switchyard.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
+	12, // 6: switchyard.v1.JournalRecord.produced:type_name -> switchyard.v1.Envelope
+	11, // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
+	9,  // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
+	12, // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
 	2,  // 10: switchyard.v1.JournalRecord.batch:type_name -> switchyard.v1.JournalRecord
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 11: switchyard.v1.JournalRecord.sched:type_name -> switchyard.v1.SchedulerState
+	4,  // 12: switchyard.v1.SchedulerState.iterations:type_name -> switchyard.v1.SchedulerCount
+	5,  // 13: switchyard.v1.SchedulerState.spent:type_name -> switchyard.v1.SchedulerSpent
+	6,  // 14: switchyard.v1.SchedulerState.announced:type_name -> switchyard.v1.SchedulerList
+	11, // 15: switchyard.v1.SchedulerState.stopped:type_name -> switchyard.v1.KV
+	11, // 16: switchyard.v1.SchedulerState.causes:type_name -> switchyard.v1.KV
+	6,  // 17: switchyard.v1.SchedulerState.stalls:type_name -> switchyard.v1.SchedulerList
+	8,  // 18: switchyard.v1.SchedulerState.joins:type_name -> switchyard.v1.SchedulerJoin
+	6,  // 19: switchyard.v1.SchedulerState.held:type_name -> switchyard.v1.SchedulerList
+	7,  // 20: switchyard.v1.SchedulerState.windows:type_name -> switchyard.v1.SchedulerTimes
+	11, // 21: switchyard.v1.SchedulerJoin.edges:type_name -> switchyard.v1.KV
+	6,  // 22: switchyard.v1.SchedulerJoin.queued:type_name -> switchyard.v1.SchedulerList
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_checkpoint_proto_init() }
@@ -552,7 +1042,7 @@ func file_switchyard_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_checkpoint_proto_rawDesc), len(file_switchyard_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
