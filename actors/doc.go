@@ -5,7 +5,12 @@
 // A node actor never blocks in Receive. When an envelope arrives it is
 // queued; when the node may fire, the actor starts its handler on a goroutine
 // owned by the System (with a context that carries the node's timeout), and
-// the outcome comes back to the actor as a message. The actor then applies
+// the outcome comes back to the actor as a message (the mailbox and the
+// runner are queues without goroutines of their own, pinned.go: the
+// goroutine that hands a firing from one to the other goes on with it when
+// nothing else waits, so a hop wakes no goroutine of the node's while
+// nothing else arrives; the mailbox is released before the handler runs,
+// so the actor stays responsive). The actor then applies
 // the outcome: it updates the token's context and chooses the outgoing edges
 // by the node's routing policy (select one edge for pipelines, broadcast for
 // parallel nodes and reactive sessions). The firing is then committed to the
