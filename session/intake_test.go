@@ -55,7 +55,8 @@ func streamSubjects(t *testing.T, js jetstream.JetStream, id string) []string {
 // inbox or edge it has gets the stream's acknowledgement and fires the
 // node once — also when the publish is repeated with the same message id.
 // While no process serves the session nothing answers; after a resume the
-// session takes input again.
+// session takes input again, and delivers what a store of an earlier
+// version (every inbox and edge stored directly) held.
 func TestLargeGraphIngress(t *testing.T) {
 	var cfg session.Config
 	sv := serveSession(t, chainGraph(600, ""), func(c *session.Config) {
@@ -160,7 +161,13 @@ func TestLargeGraphIngress(t *testing.T) {
 	cancelShort()
 	require.ErrorIs(t, err, jetstream.ErrNoStreamResponse)
 
-	// Resumed, it takes input again (the stream as it was).
+	// A store of an earlier version stored every inbox and edge: what it
+	// holds is delivered after the resume, which gives the stream the
+	// session's own subjects.
+	_, err = broker.SetInbound(ctx, js0, id, nil, nil)
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, last, []byte(`{"payload":{"message":"stored directly"}}`), jetstream.WithMsgID("old-1"))
+	require.NoError(t, err)
 	g, diags := graph.Load("large.dot", []byte(chainGraph(600, "")), graph.AsSession())
 	require.False(t, diags.HasErrors(), "%v", diags)
 	cfg.ID, cfg.Graph = id, g
@@ -168,6 +175,8 @@ func TestLargeGraphIngress(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Stop()
 	require.Equal(t, []string{broker.AllStored(id)}, streamSubjects(t, js0, id))
+	sv.wait("node.completed", "n599")
+	// Resumed, it takes input again.
 	_, err = js.Publish(ctx, last, []byte(`{"payload":{"message":"back"}}`), jetstream.WithMsgID("back-1"))
 	require.NoError(t, err)
 	sv.wait("node.completed", "n599")
