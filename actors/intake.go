@@ -30,8 +30,9 @@ import (
 //     like stray does, or republishes it unchanged under its Stored
 //     subject with the publisher's headers (its Nats-Msg-Id among them:
 //     a retried publish is stored once) and the publisher's reply subject
-//     — the stream's publish acknowledgement goes to the publisher
-//     directly, once the envelope is stored.
+//     when it is a reply inbox (broker.ReplyInbox) — the stream's publish
+//     acknowledgement goes to the publisher directly, once the envelope is
+//     stored.
 //
 // The consumer reads both kinds of subject (broker.WorkFilter), so what
 // the stream stored before a change of mode is delivered after it.
@@ -91,7 +92,12 @@ func (s *System) intake(m *nats.Msg) {
 		return
 	}
 	verdictTo := m.Header.Get(broker.VerdictHeader)
-	out := &nats.Msg{Subject: broker.Stored(m.Subject), Reply: m.Reply, Data: m.Data, Header: m.Header}
+	out := &nats.Msg{Subject: broker.Stored(m.Subject), Data: m.Data, Header: m.Header}
+	if broker.ReplyInbox(m.Reply) {
+		// Only to a reply inbox: the stream's acknowledgement must not
+		// land on a subject the publisher may not publish on itself.
+		out.Reply = m.Reply
+	}
 	if verdictTo != "" {
 		out.Header.Del(broker.VerdictHeader)
 	}

@@ -183,6 +183,18 @@ func TestLargeGraphIngress(t *testing.T) {
 	reply, err = nc.Request(broker.NodeIn(id, "ghost"), []byte(`{"payload":{"message":"boo"}}`), 20*time.Second)
 	require.NoError(t, err)
 	require.Contains(t, string(reply.Data), "no node ghost in session "+id)
+
+	// A reply subject that is not a reply inbox gets no acknowledgement
+	// from the session's stream (the envelope is stored all the same).
+	elsewhere, err := nc.SubscribeSync("elsewhere.acks")
+	require.NoError(t, err)
+	m := nats.NewMsg(last)
+	m.Reply, m.Data = "elsewhere.acks", []byte(`{"payload":{"message":"acks elsewhere"}}`)
+	require.NoError(t, nc.PublishMsg(m))
+	_, err = js.Publish(ctx, last, []byte(`{"payload":{"message":"after"}}`))
+	require.NoError(t, err) // after the first: its acknowledgement would be here by now
+	_, err = elsewhere.NextMsg(100 * time.Millisecond)
+	require.ErrorIs(t, err, nats.ErrTimeout)
 }
 
 // TestIngressAcrossLiveEdits: live edits that take a durable session past
