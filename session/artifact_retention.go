@@ -64,8 +64,9 @@ import (
 type sweeper struct {
 	js       jetstream.JetStream
 	session  string
-	pending  func() map[string]bool // refs of the journal's pending envelopes
-	numbered func() numbering       // the journal's last record numbered, and the firings storing objects
+	pending  func() map[string]bool                      // refs of the journal's pending envelopes
+	numbered func() numbering                            // the journal's last record numbered, and the firings storing objects
+	claim    func(name string) (release func(), ok bool) // may an object be deleted (journal.claimDelete)
 	log      func(msg string, args ...any)
 
 	kick chan struct{}
@@ -83,9 +84,8 @@ type sweeper struct {
 	sweeps  atomic.Int64  // sweeps done
 }
 
-func newSweeper(js jetstream.JetStream, session string, pending func() map[string]bool, numbered func() numbering,
-	log func(string, ...any)) *sweeper {
-	w := &sweeper{js: js, session: session, pending: pending, numbered: numbered, log: log,
+func newSweeper(js jetstream.JetStream, session string, jr *journal, log func(string, ...any)) *sweeper {
+	w := &sweeper{js: js, session: session, pending: jr.pendingRefs, numbered: jr.numbered, claim: jr.claimDelete, log: log,
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	w.wg.Add(1)
 	go w.loop()
@@ -188,7 +188,13 @@ func (w *sweeper) sweep(ctx context.Context) error {
 			if live[name] {
 				continue
 			}
-			if err := broker.DeleteArtifact(ctx, w.js, w.session, name); err != nil {
+			release, ok := w.claim(name)
+			if !ok {
+				continue // its firing stores it again: a later sweep judges that one
+			}
+			err := broker.DeleteArtifact(ctx, w.js, w.session, name)
+			release()
+			if err != nil {
 				return err
 			}
 			delete(now, name)
@@ -248,15 +254,19 @@ type numbering struct {
 }
 
 // storing notes that a firing stores objects (actors.Config.Storing): until
-// its record is numbered, sweeps leave its objects alone.
+// its record is numbered, sweeps leave its objects alone. It waits while a
+// sweep deletes an earlier version of the firing's objects (claimDelete).
 func (j *journal) storing(node string, firing uint64) {
 	k := firingKey{node, firing}
 	j.mu.Lock()
+	for j.deleting[k] {
+		j.deletedCond().Wait()
+	}
 	if j.making == nil {
-		j.making = map[firingKey]bool{}
+		j.making, j.remade = map[firingKey]bool{}, map[firingKey]bool{}
 	}
 	j.making[k] = true
-	j.remade = append(j.remade, k)
+	j.remade[k] = true
 	j.mu.Unlock()
 }
 
@@ -271,12 +281,61 @@ func (j *journal) numbered() numbering {
 	}
 	if len(j.remade) > 0 {
 		at.remade = make(map[string]bool, len(j.remade))
-		for _, k := range j.remade {
+		for k := range j.remade {
 			at.remade[k.prefix()] = true
 		}
-		j.remade = nil
+		clear(j.remade)
 	}
 	return at
+}
+
+// claimDelete lets a sweep delete object name unless its firing stores
+// objects again since the sweep read the numbering (refused: the object may
+// be the new version); until release, the firing's storing waits, so a
+// sweep never deletes what a firing stores anew.
+func (j *journal) claimDelete(name string) (release func(), ok bool) {
+	k, isFiring := firingKeyOf(name)
+	if !isFiring {
+		return func() {}, true
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.making[k] || j.remade[k] {
+		return nil, false
+	}
+	if j.deleting == nil {
+		j.deleting = map[firingKey]bool{}
+	}
+	j.deleting[k] = true
+	return func() {
+		j.mu.Lock()
+		delete(j.deleting, k)
+		j.deletedCond().Broadcast()
+		j.mu.Unlock()
+	}, true
+}
+
+// deletedCond signals the end of a sweep's deletion (j.mu held).
+func (j *journal) deletedCond() *sync.Cond {
+	if j.deleted == nil {
+		j.deleted = sync.NewCond(&j.mu)
+	}
+	return j.deleted
+}
+
+// firingKeyOf is the firing an object name <node>/<firing>/<file> belongs
+// to.
+func firingKeyOf(name string) (firingKey, bool) {
+	p := firingOf(name)
+	if p == "" {
+		return firingKey{}, false
+	}
+	node, num, _ := strings.Cut(strings.TrimSuffix(p, "/"), "/")
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return firingKey{}, false
+	}
+	return firingKey{node, n}, true
 }
 
 // liveRefs are the objects live envelopes refer to: those pending in the

@@ -139,8 +139,10 @@ type journal struct {
 	// The firings that store objects and have no record numbered yet, and
 	// those that started storing since the last artifact sweep
 	// (artifact_retention.go).
-	making map[firingKey]bool
-	remade []firingKey
+	making   map[firingKey]bool
+	remade   map[firingKey]bool
+	deleting map[firingKey]bool // firings whose objects a sweep deletes now (claimDelete)
+	deleted  *sync.Cond         // on mu: a deletion ended
 
 	policy    CheckpointPolicy
 	cleanup   bool      // remove the checkpoint when the session succeeds

@@ -638,7 +638,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.jr.schedOf = func(node string) *scheduler.Snapshot { snap := sys.Scheduler().SnapshotOf(node); return &snap }
 	s.jr.inbound = func() []string { return actors.InboundSubjects(cfg.ID, sys.Graph()) }
 	if cfg.Durable {
-		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr.pendingRefs, s.jr.numbered, cfg.Logger.Warn)
+		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr, cfg.Logger.Warn)
 	}
 	s.jr.onSaved = func(seq uint64, node string) {
 		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
