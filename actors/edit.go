@@ -88,13 +88,17 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		}
 	}
 	oldEdges, newEdges := edgeSet(old), edgeSet(g)
+	added := make(map[string]bool, len(ed.Added))
+	for _, id := range ed.Added {
+		added[id] = true
+	}
 	for id := range newEdges {
-		if !oldEdges[id] {
+		if oldEdges[id] == nil {
 			ed.EdgesAdded = append(ed.EdgesAdded, id)
 		}
 	}
 	for id := range oldEdges {
-		if !newEdges[id] {
+		if newEdges[id] == nil {
 			ed.EdgesGone = append(ed.EdgesGone, id)
 		}
 	}
@@ -143,8 +147,8 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		}
 	}
 	for _, id := range ed.EdgesAdded {
-		e := edgeByID(g, id)
-		if e == nil || contains(ed.Added, e.To) {
+		e := newEdges[id]
+		if e == nil || added[e.To] {
 			continue // a new node subscribed to its own edges
 		}
 		subj := broker.Edge(s.cfg.SessionID, id)
@@ -164,7 +168,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	// Kept nodes take their new definition (buffers of new edges among it)
 	// before the first envelope routed by the new graph reaches them.
 	for _, n := range g.Nodes {
-		if contains(ed.Added, n.ID) {
+		if added[n.ID] {
 			continue
 		}
 		r := handlers[n.ID]
@@ -182,8 +186,8 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	for _, id := range ed.EdgesGone {
 		s.dropRoute(broker.Edge(s.cfg.SessionID, id))
 	}
+	s.dropRoutesOf(ed.Removed)
 	for _, id := range ed.Removed {
-		s.dropRoutesTo(id)
 		s.wake(id, &retire{})
 	}
 	if s.cfg.JetStream != nil && len(both) > len(topo.subjects) {
@@ -262,30 +266,33 @@ func incomingIDs(g *graph.Graph, node string) []string {
 	return out
 }
 
-func edgeSet(g *graph.Graph) map[string]bool {
-	out := map[string]bool{}
+// edgeSet is the edges of g by id (edges.EdgeID).
+func edgeSet(g *graph.Graph) map[string]*graph.Edge {
+	out := make(map[string]*graph.Edge, len(g.Edges))
 	for _, e := range g.Edges {
-		out[edges.EdgeID(e)] = true
+		out[edges.EdgeID(e)] = e
 	}
 	return out
 }
 
-func edgeByID(g *graph.Graph, id string) *graph.Edge {
-	for _, e := range g.Edges {
-		if edges.EdgeID(e) == id {
-			return e
+// dropRoutesOf removes every route to the nodes a live edit removed, in one
+// pass over the routes (one pass per node made removing thousands of
+// nodes quadratic).
+func (s *System) dropRoutesOf(nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		gone[n] = true
+	}
+	s.routeMu.Lock()
+	for subj, r := range s.routes {
+		if gone[r.node] {
+			delete(s.routes, subj)
 		}
 	}
-	return nil
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
+	s.routeMu.Unlock()
 }
 
 // unspawn undoes spawn(g, node) for a node a failed live edit added: its
