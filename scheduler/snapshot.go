@@ -109,31 +109,40 @@ func (s *Scheduler) Snapshot() Snapshot {
 func (s *Scheduler) SnapshotOf(node string) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := Snapshot{Partial: true, Total: s.iters.total, Iterations: map[string]int{}, Spent: map[string]Spent{},
-		Announced: map[string][]string{}, Stalls: map[string][]string{}, Windows: map[string][]time.Time{},
-		Stopped: map[string]string{}, Causes: map[string]string{}, Joins: map[string]Join{}, Held: map[string][]string{}}
+	// The maps a firing leaves empty are not made (nil: none, as Merge
+	// reads them): a durable session makes one of these per record.
+	snap := Snapshot{Partial: true, Total: s.iters.total, Iterations: map[string]int{}, Windows: map[string][]time.Time{}}
 	snap.Windows[""] = append([]time.Time(nil), s.iters.recent[""]...)
+	spent := func(k string, b *budget) {
+		if snap.Spent == nil {
+			snap.Spent, snap.Announced = map[string]Spent{}, map[string][]string{}
+		}
+		snap.Spent[k], snap.Announced[k] = b.spent, b.announcedList()
+	}
 	if node != "" {
 		if _, ok := s.gates[node]; ok {
 			snap.Iterations[node] = s.iters.node[node]
 			snap.Windows[node] = append([]time.Time(nil), s.iters.recent[node]...)
 			if w := s.stalls[node]; w != nil {
-				snap.Stalls[node] = append([]string(nil), w.last...)
+				snap.Stalls = map[string][]string{node: append([]string(nil), w.last...)}
 			}
 		}
 		for _, k := range s.scopesOf(node) {
 			if b := s.budgets[k]; b != nil {
-				snap.Spent[k], snap.Announced[k] = b.spent, b.announcedList()
+				spent(k, b)
 			}
 		}
 	}
 	for k := range s.cfg.Scopes { // the graph's and subgraphs' budgets: few
 		if b := s.budgets[k]; b != nil {
-			snap.Spent[k], snap.Announced[k] = b.spent, b.announcedList()
+			spent(k, b)
 		}
 	}
 	for k := range s.stopped {
 		if st := s.states[k]; st != nil {
+			if snap.Stopped == nil {
+				snap.Stopped, snap.Causes = map[string]string{}, map[string]string{}
+			}
 			snap.Stopped[k], snap.Causes[k] = st.Reason, st.Cause
 		}
 	}
@@ -203,16 +212,27 @@ func (s *Scheduler) gateSnapshot(snap *Snapshot, k string, g Gate) {
 				j.Queued[e] = inputIDs(q)
 			}
 		}
+		if snap.Joins == nil {
+			snap.Joins = map[string]Join{}
+		}
 		snap.Joins[k] = j
 	case *gateManual:
 		if len(g.held) > 0 {
-			snap.Held[k] = inputIDs(g.held)
+			snap.hold(k, inputIDs(g.held))
 		}
 	case *gateCron:
 		if len(g.held) > 0 {
-			snap.Held[k] = inputIDs(g.held)
+			snap.hold(k, inputIDs(g.held))
 		}
 	}
+}
+
+// hold records the ids of the inputs node k holds.
+func (snap *Snapshot) hold(k string, ids []string) {
+	if snap.Held == nil {
+		snap.Held = map[string][]string{}
+	}
+	snap.Held[k] = ids
 }
 
 // Restore loads a snapshot into a new scheduler (a resume), before Start:
