@@ -50,3 +50,73 @@ func TestPinned(t *testing.T) {
 	p.Schedule(add(5))
 	require.Equal(t, []int{1, 2, 3, 4}, got, "dropped after stop")
 }
+
+// Work handed off from a pinned runner's function (handOff) runs once that
+// function returns, on the same goroutine when nothing else waits there,
+// and the runner is free meanwhile: what is scheduled on it then runs too.
+// Work claimed on the way back (claim) waits for the function that claimed
+// it and then runs, and nothing scheduled on the claimed runner meanwhile
+// is lost.
+func TestPinnedHandOff(t *testing.T) {
+	var wg sync.WaitGroup
+	pool := &warmPool{wg: &wg}
+	mailbox, runner := &pinned{pool: pool}, &pinned{pool: pool}
+	steps := make(chan string, 8)
+	done := make(chan struct{})
+	mailbox.Schedule(func() {
+		mailbox.handOff(runner, func() {
+			steps <- "handler"
+			if !runner.claim(mailbox) {
+				t.Error("the mailbox was idle but not claimed")
+			}
+			mailbox.Schedule(func() { steps <- "outcome"; close(done) })
+			steps <- "claimed"
+		})
+		steps <- "mailbox returns"
+	})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handed-off work never ran")
+	}
+	close(steps)
+	var got []string
+	for s := range steps {
+		got = append(got, s)
+	}
+	require.Equal(t, []string{"mailbox returns", "handler", "claimed", "outcome"}, got)
+	pool.close()
+	wg.Wait()
+}
+
+// A mailbox that never runs dry does not hold up the work it handed off:
+// after maxTailAge more messages (ageTail) it gets a goroutine of its own.
+func TestPinnedHandOffFlood(t *testing.T) {
+	var wg sync.WaitGroup
+	pool := &warmPool{wg: &wg}
+	mailbox, runner := &pinned{pool: pool}, &pinned{pool: pool}
+	ran := make(chan struct{})
+	release := make(chan struct{})
+	mailbox.Schedule(func() {
+		mailbox.handOff(runner, func() { close(ran) })
+		// The flood: this function does not return while messages come.
+		for i := 0; ; i++ {
+			if !mailbox.ageTail() {
+				break
+			}
+			if i >= maxTailAge {
+				t.Error("the work waited past maxTailAge messages")
+				break
+			}
+		}
+		select {
+		case <-ran: // ran while this function still runs
+		case <-time.After(10 * time.Second):
+			t.Error("the handed-off work did not run while the mailbox was busy")
+		}
+		close(release)
+	})
+	<-release
+	pool.close()
+	wg.Wait()
+}
