@@ -76,7 +76,7 @@ func TestStoppedSessionStaysStopped(t *testing.T) {
 	require.NoError(t, other.Process.Signal(syscall.SIGKILL))
 	require.True(t, killed(<-otherDone))
 	resumed2.wait("session.resumed", "")
-	require.Contains(t, logsB.String(), "resumed session st2 (")
+	waitLog(t, &logsB, "resumed session st2 (", 20*time.Second) // said once the resume returns, after its event
 	require.NotContains(t, logsB.String(), "resumed session st (")
 
 	// serve --all finds nothing to run: st is stopped, st2 is served.
