@@ -24,7 +24,8 @@
 // subjects, no JetStream API, no other connection's replies (the runtime's
 // own replies arrive under RuntimeInboxPrefix). Workers (Config.WorkerToken)
 // may pull, acknowledge and answer pool jobs and read the graphs they name,
-// and nothing of any session's subjects or store. docs/security.md is the
+// and nothing of any session's subjects or store; a pool's workers
+// (Config.PoolTokens) the same for that pool's jobs only. docs/security.md is the
 // user's account of the roles. A denied publish reaches
 // the client's asynchronous error handler as nats.ErrPermissionViolation.
 //
