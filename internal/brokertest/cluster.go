@@ -38,7 +38,9 @@ func freePort(t testing.TB) int {
 
 // StartCluster starts n servers (3 for JetStream R3) with fixed loopback
 // client and route ports, waits until JetStream has a meta leader, and
-// shuts them down when the test ends.
+// shuts them down when the test ends. With n = 1 it is one outside server
+// without a cluster (JetStream not clustered), which a test can Kill and
+// Restart on its port and store while its clients stay up.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
@@ -56,12 +58,15 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		}
 		name := fmt.Sprintf("n%d", i+1)
 		c.names = append(c.names, name)
-		c.opts = append(c.opts, &server.Options{
+		o := &server.Options{
 			ServerName: name, Host: "127.0.0.1", Port: freePort(t), NoSigs: true, NoLog: true,
 			JetStream: true, StoreDir: filepath.Join(dir, name),
-			Cluster: server.ClusterOpts{Name: "sy", Host: "127.0.0.1", Port: routePorts[i]},
-			Routes:  routes,
-		})
+		}
+		if n > 1 {
+			o.Cluster = server.ClusterOpts{Name: "sy", Host: "127.0.0.1", Port: routePorts[i]}
+			o.Routes = routes
+		}
+		c.opts = append(c.opts, o)
 		c.srvs = append(c.srvs, nil)
 	}
 	for i := range c.opts {
@@ -134,10 +139,20 @@ func (c *Cluster) Kill(i int) {
 // Restart starts server i again on its ports and store.
 func (c *Cluster) Restart(i int) { c.start(i) }
 
-// WaitReady waits until every running server sees a JetStream meta leader.
+// WaitReady waits until every running server sees a JetStream meta leader
+// (one server alone: until it runs JetStream).
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	for len(c.srvs) == 1 {
+		if srv := c.Server(0); srv != nil && srv.JetStreamEnabled() {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("brokertest: the server runs no JetStream")
+		}
+		time.Sleep(50 * time.Millisecond) // polling the server's state
+	}
 	for {
 		ready := true
 		for i := range c.srvs {
@@ -163,4 +178,9 @@ func (c *Cluster) leader() string {
 		}
 	}
 	return ""
+}
+
+// HostPort is server i's client address, host:port (for a Proxy).
+func (c *Cluster) HostPort(i int) string {
+	return "127.0.0.1:" + strconv.Itoa(c.opts[i].Port)
 }
