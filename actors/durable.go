@@ -80,7 +80,32 @@ func (s *System) dropRoutesTo(node string) {
 // every edge subject and node inbox, and their Stored subjects
 // (broker.WorkFilter).
 func (s *System) createConsumer() error {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	return s.makeConsumer(s.ctx, s.restartStart())
+}
+
+// restartStart is the stream sequence a new consumer starts at: after a
+// restart, just above the lowest floor of the graph's nodes (everything
+// above it is delivered again at once; what a node acknowledged — at or
+// below its own floor, or consumed by id — is acknowledged again without
+// reaching it, what it did not reaches it); 0 at a session's start (the
+// whole stream).
+func (s *System) restartStart() uint64 {
+	if s.cfg.Floors == nil {
+		return 0
+	}
+	low := uint64(0)
+	for i, n := range s.graph().Nodes {
+		if f := s.cfg.Floors[n.ID]; i == 0 || f < low {
+			low = f
+		}
+	}
+	return low + 1
+}
+
+// makeConsumer deletes the session's consumer if it exists and creates it
+// again, delivering from stream sequence start (0: from the first).
+func (s *System) makeConsumer(ctx context.Context, start uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	js, stream := s.cfg.JetStream, broker.StreamName(s.cfg.SessionID)
 	cfg := jetstream.ConsumerConfig{
@@ -93,18 +118,8 @@ func (s *System) createConsumer() error {
 		MaxAckPending:  maxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	}
-	if s.cfg.Floors != nil {
-		// A restart: deliver again everything above the lowest floor at
-		// once; what a node acknowledged (at or below its own floor, or
-		// consumed by id) is acknowledged again without reaching it, what
-		// it did not reaches it.
-		low := uint64(0)
-		for i, n := range s.graph().Nodes {
-			if f := s.cfg.Floors[n.ID]; i == 0 || f < low {
-				low = f
-			}
-		}
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, low+1
+	if start > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
 	// Riding through a cluster that is still electing leaders (a server
 	// just restarted): JetStream is briefly unavailable.
@@ -145,7 +160,9 @@ const (
 
 // StartConsuming lets the nodes of a durable session receive: until then
 // the session's consumer exists but delivers nothing, so the session can
-// finish wiring itself (a resume delivers at once what was pending).
+// finish wiring itself (a resume delivers at once what was pending). It
+// starts the watch that re-creates the consumer after a lost delivery
+// (resync.go).
 func (s *System) StartConsuming() error {
 	s.mu.Lock()
 	cons, started := s.consumer, s.consuming
@@ -154,31 +171,43 @@ func (s *System) StartConsuming() error {
 	if cons == nil || started {
 		return nil
 	}
-	cc, err := cons.Consume(s.deliverDurable,
-		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				s.log.Warn("actors: consumer", "err", err)
-			}
-		}))
+	f, err := s.consume(cons)
 	if err != nil {
-		return fmt.Errorf("actors: consume: %w", err)
+		return err
 	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
 	s.mu.Lock()
-	s.cc = cc
+	if s.consumeEnded {
+		s.mu.Unlock()
+		cancel()
+		f.stop()
+		return nil
+	}
+	s.feed = f
+	s.watch.cancel, s.watch.done = cancel, done
 	s.mu.Unlock()
+	go s.watchConsumer(ctx, done) // ended by stopConsuming
 	return nil
 }
 
-// stopConsuming ends the session's consumption.
+// stopConsuming ends the session's consumption for good (Stop, Quiesce).
 func (s *System) stopConsuming() {
 	s.mu.Lock()
-	cc := s.cc
-	s.cc = nil
+	s.consumeEnded = true
+	cancel, done := s.watch.cancel, s.watch.done
+	s.watch.cancel, s.watch.done = nil, nil
 	s.mu.Unlock()
-	if cc != nil {
-		cc.Stop()
-		<-cc.Closed()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.mu.Lock()
+	f := s.feed
+	s.feed = nil
+	s.mu.Unlock()
+	if f != nil {
+		f.stop()
 	}
 }
 
@@ -254,6 +283,25 @@ func (s *System) edgeOfSubject(subj string) string {
 // acknowledgement waits for the first copy's).
 func (a *nodeActor) track(m *delivery) bool {
 	id := m.env.GetId()
+	if m.seq != 0 && m.seq <= a.maxSeq {
+		// Delivered again by a consumer re-created after a lost delivery
+		// (resync.go): every message of this node's subjects up to maxSeq
+		// reached it, so it holds this one or consumed it. One it holds
+		// is acknowledged through the new delivery (the consumer that
+		// made the first one is gone); one it consumed is acknowledged
+		// again.
+		if !a.unacked.has(m.seq) {
+			_ = m.msg.Ack()
+			return false
+		}
+		held := a.acks[id]
+		for i := range held {
+			if held[i].seq == m.seq {
+				held[i].msg = m.msg
+			}
+		}
+		return false
+	}
 	if a.s.consumed.has(id) {
 		_ = m.msg.Ack()
 		a.s.Emit(&pb.Event{Kind: "envelope.duplicate", Node: a.node.ID, EdgeId: m.edge,

@@ -44,6 +44,12 @@ func (s *seqSet) remove(seq uint64) {
 	}
 }
 
+// has reports whether seq is held.
+func (s *seqSet) has(seq uint64) bool {
+	_, ok := s.in[seq]
+	return ok
+}
+
 // len is how many sequences are held.
 func (s *seqSet) len() int { return len(s.in) }
 

@@ -194,9 +194,13 @@ type System struct {
 	// envelopes of each subject go, and the ids of envelopes consumed
 	// (committed) recently.
 	consumer jetstream.Consumer
-	cc       jetstream.ConsumeContext
 	routeMu  sync.RWMutex
 	routes   map[string]route // by subject (both kinds of session)
+	// The consumer's Consume (guarded by mu; resync.go), and the watch
+	// that re-creates the consumer after a lost delivery.
+	feed         *feed
+	consumeEnded bool // stopConsuming was called: no feed starts again
+	watch        consumerWatch
 	// Sessions that are not durable: the subscriptions that dispatch to
 	// the nodes (guarded by mu); dispatchMu is held while one message is
 	// handed over.
@@ -259,6 +263,7 @@ func New(cfg Config) (*System, error) {
 	s.dedup = newDedupWindow(1 << 16)
 	s.ids = newIDSigner(cfg.IDKey)
 	s.routes, s.consumed = map[string]route{}, newDedupWindow(1<<16)
+	s.watch.wake = make(chan struct{}, 1)
 	for _, id := range cfg.Consumed {
 		s.consumed.add(id)
 	}

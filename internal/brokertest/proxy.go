@@ -22,10 +22,11 @@ type Proxy struct {
 	target string
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	conns map[*proxied]struct{}
-	drop  []byte // DropNext: the reply prefix of the next message to drop
-	done  chan struct{}
+	mu      sync.Mutex
+	conns   map[*proxied]struct{}
+	drop    []byte        // DropNext: the reply prefix of the next message to drop
+	dropped chan struct{} // closed when it is dropped
+	done    chan struct{}
 }
 
 // proxied is one client's connection and its server side.
@@ -84,18 +85,13 @@ func (p *Proxy) Cut() {
 // DropNext drops the next message (MSG or HMSG) the server sends to any
 // client whose reply subject starts with prefix — once; the connection
 // stays up and everything else passes. A JetStream delivery's reply is
-// its acknowledgement subject ($JS.ACK.<stream>.<consumer>....).
-func (p *Proxy) DropNext(prefix string) {
-	p.mu.Lock()
-	p.drop = []byte(prefix)
-	p.mu.Unlock()
-}
-
-// Dropping reports whether a DropNext has not dropped its message yet.
-func (p *Proxy) Dropping() bool {
+// its acknowledgement subject ($JS.ACK.<stream>.<consumer>....). The
+// channel it returns is closed when the message is dropped.
+func (p *Proxy) DropNext(prefix string) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.drop != nil
+	p.drop, p.dropped = []byte(prefix), make(chan struct{})
+	return p.dropped
 }
 
 func (p *Proxy) close() {
@@ -172,6 +168,7 @@ func (p *Proxy) fromServer(c *proxied) {
 		lose := c.lose
 		if !lose && p.drop != nil && reply != nil && bytes.HasPrefix(reply, p.drop) {
 			lose, p.drop = true, nil
+			close(p.dropped)
 		}
 		p.mu.Unlock()
 		if lose {

@@ -33,7 +33,7 @@ func TestProxyLoses(t *testing.T) {
 		require.NoError(t, pub.PublishMsg(&nats.Msg{Subject: "x", Reply: reply, Data: []byte(data)}))
 		require.NoError(t, pub.Flush())
 	}
-	px.DropNext("drop.")
+	dropped := px.DropNext("drop.")
 	send("keep.1", "a")
 	send("drop.1", "b")
 	send("drop.2", "c")
@@ -42,7 +42,11 @@ func TestProxyLoses(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, string(m.Data))
 	}
-	require.False(t, px.Dropping())
+	select {
+	case <-dropped:
+	default:
+		t.Fatal("DropNext did not say it dropped")
+	}
 
 	px.Lose()
 	send("", "lost")

@@ -1,0 +1,305 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard/switchyard/broker"
+)
+
+// Lost deliveries. The session's consumer waits a year for an
+// acknowledgement (consumerAckWait), so a delivery the server sent that
+// never reached the process — on a connection that died, a route between
+// servers that broke, a consumer leader that went away with the pull —
+// counts as delivered and is never sent again while the process lives.
+// The process notices and consumes again from the consumer's
+// acknowledgement floor:
+//
+//   - The consumer numbers its deliveries (the consumer sequence in each
+//     message's reply subject) without gaps. A delivery whose number skips
+//     one means one was lost: nothing more of that feed reaches a node
+//     (deliverFed), so no node ever holds a message past a lost one.
+//   - A lost delivery with none after it shows no gap. When the connection
+//     reconnects, or the pull's heartbeats stop, or the consumer's leader
+//     changes, the process asks the server how many deliveries it made
+//     (ConsumerInfo); if the feed has not had them all tailGrace later,
+//     some were lost (lostTail).
+//
+// Either way the feed is stopped and the consumer re-created from the
+// server's acknowledgement floor (refeed): every message above it is
+// delivered again. A node recognises by stream sequence what it already
+// has (nodeActor.track): a message it holds gets the new delivery's
+// acknowledgement handle (an acknowledgement goes to the new consumer), one
+// it consumed is acknowledged again and dropped. That is exact because of
+// the first rule: every message of a node's subjects up to the highest it
+// received reached it.
+//
+// Why not a short AckWait with progress acknowledgements for the envelopes
+// that wait: a session may hold a million envelopes in buffers, joins and
+// gates, and each would cost a message to the server per AckWait, for as
+// long as it waits, healthy or not. A re-creation costs the envelopes above
+// the acknowledgement floor once, and only after a fault.
+
+// tailGrace is how long deliveries the server counts may take to reach
+// the feed before they are taken for lost (they are on the wire or in the
+// client's buffer, microseconds to milliseconds; a false alarm costs a
+// re-creation, not a loss).
+const tailGrace = 2 * time.Second
+
+// feed is one Consume of the session's consumer.
+type feed struct {
+	cc   jetstream.ConsumeContext
+	last atomic.Uint64 // the consumer sequence of its last delivery
+	torn atomic.Bool   // a delivery is missing: nothing more reaches a node
+}
+
+func (f *feed) stop() {
+	f.torn.Store(true)
+	f.cc.Stop()
+	<-f.cc.Closed()
+}
+
+// consumerWatch is the goroutine that re-creates the consumer.
+type consumerWatch struct {
+	wake   chan struct{} // one pending wake-up
+	gap    atomic.Bool   // a feed lost a delivery: re-create
+	check  atomic.Bool   // the connection or the pull was lost: look
+	cancel context.CancelFunc
+	done   chan struct{}
+	refeds atomic.Uint64 // re-creations, for tests and logs
+}
+
+func (w *consumerWatch) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// consume starts a feed of cons: deliveries go to deliverDurable through
+// deliverFed.
+func (s *System) consume(cons jetstream.Consumer) (*feed, error) {
+	f := &feed{}
+	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) },
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			switch {
+			case errors.Is(err, jetstream.ErrNoHeartbeat):
+				// The pull is gone (a server restarted, the consumer's
+				// leader moved): nats.go pulls again; what the old pull
+				// had on the way may be lost.
+				s.watch.check.Store(true)
+				s.watch.poke()
+				return
+			case errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
+				s.watch.check.Store(true)
+				s.watch.poke()
+			}
+			s.log.Warn("actors: consumer", "err", err)
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("actors: consume: %w", err)
+	}
+	f.cc = cc
+	return f, nil
+}
+
+// deliverFed checks that a delivery of f follows the one before it, and
+// hands it to deliverDurable; from the first gap on, nothing of f does.
+func (s *System) deliverFed(f *feed, m jetstream.Msg) {
+	if f.torn.Load() {
+		return
+	}
+	if d, ok := consumerSeq(m.Reply()); ok {
+		if last := f.last.Load(); d > last+1 {
+			f.torn.Store(true)
+			s.log.Warn("actors: a delivery of the session's consumer was lost; consuming again from its acknowledgement floor",
+				"delivery", d, "after", last)
+			s.watch.gap.Store(true)
+			s.watch.poke()
+			return
+		}
+		// Also a delivery numbered lower than the last: a new consumer
+		// leader whose state was behind delivers again what it does
+		// not know was delivered (the nodes recognise it).
+		f.last.Store(d)
+	}
+	s.deliverDurable(m)
+}
+
+// consumerSeq reads the consumer sequence in a JetStream delivery's reply
+// subject, $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
+// seq>.<time>.<pending> or, with a domain and an account hash after ACK,
+// the same eleven tokens and maybe one more; it allocates nothing.
+func consumerSeq(reply string) (uint64, bool) {
+	var dots [12]int
+	n := 0
+	for i := 0; i < len(reply) && n < len(dots); i++ {
+		if reply[i] == '.' {
+			dots[n] = i
+			n++
+		}
+	}
+	tokens := n + 1
+	var at int // the index of the consumer sequence's token
+	switch {
+	case tokens == 9:
+		at = 6
+	case tokens == 11 || tokens == 12:
+		at = 8
+	default:
+		return 0, false
+	}
+	if reply[:dots[0]] != "$JS" {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(reply[dots[at-1]+1:dots[at]], 10, 64)
+	return v, err == nil
+}
+
+// watchConsumer re-creates the session's consumer when a delivery was
+// lost, until ctx ends (stopConsuming).
+func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	nc := s.cfg.JetStream.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-reconnected:
+			if !ok {
+				reconnected = nil // the connection closed
+				continue
+			}
+			s.watch.check.Store(true)
+		case <-s.watch.wake:
+		}
+		switch {
+		case s.watch.gap.Swap(false):
+			s.watch.check.Store(false)
+			s.resync(ctx)
+		case s.watch.check.Swap(false):
+			if s.lostTail(ctx) {
+				s.log.Warn("actors: deliveries of the session's consumer were lost; consuming again from its acknowledgement floor")
+				s.resync(ctx)
+			}
+		}
+	}
+}
+
+// lostTail reports whether the server counts deliveries to the current
+// feed that the feed has not had tailGrace later.
+func (s *System) lostTail(ctx context.Context) bool {
+	s.mu.Lock()
+	f, cons := s.feed, s.consumer
+	s.mu.Unlock()
+	if f == nil || cons == nil {
+		return false
+	}
+	var delivered uint64
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		info, err := cons.Info(ctx)
+		if err == nil {
+			delivered = info.Delivered.Consumer
+		}
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("actors: consumer state", "err", err)
+		}
+		return false // a loss shows as a gap at the next delivery
+	}
+	if delivered <= f.last.Load() {
+		return false
+	}
+	t := time.NewTimer(tailGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return false
+	}
+	return !f.torn.Load() && f.last.Load() < delivered
+}
+
+// resync re-creates the consumer and its feed, trying again (every
+// second) until it succeeds or ctx ends.
+func (s *System) resync(ctx context.Context) {
+	start := uint64(0) // not known yet
+	for {
+		err := s.refeed(ctx, &start)
+		if err == nil {
+			s.watch.refeds.Add(1)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("actors: re-creating the session's consumer", "err", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// refeed stops the current feed, re-creates the consumer from *start
+// (first read from the consumer's acknowledgement floor) and starts a new
+// feed.
+func (s *System) refeed(ctx context.Context, start *uint64) error {
+	s.mu.Lock()
+	old, cons := s.feed, s.consumer
+	s.feed = nil
+	s.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	if *start == 0 {
+		err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+			info, err := cons.Info(ctx)
+			if err == nil {
+				*start = info.AckFloor.Stream + 1
+			}
+			return err
+		})
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// Gone (a re-creation that failed halfway): from where a
+			// restart would start, below every floor since.
+			*start = s.restartStart()
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := s.makeConsumer(ctx, *start); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cons = s.consumer
+	s.mu.Unlock()
+	f, err := s.consume(cons)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.consumeEnded {
+		s.mu.Unlock()
+		f.stop()
+		return nil
+	}
+	s.feed = f
+	s.mu.Unlock()
+	return nil
+}
