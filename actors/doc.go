@@ -40,6 +40,19 @@
 // intake (stray.go): an envelope.rejected event, a dead letter, and a
 // Refusal as the reply to a request.
 //
+// The durable session's consumer waits a year for an acknowledgement
+// (envelopes wait in buffers, joins and gates as long as the graph says),
+// so it never sends a delivery again by itself. One the server sent that
+// never arrived — on a connection that died, between servers, with a
+// consumer leader that went away — is noticed by a gap in the consumer
+// sequence of the next delivery (from which on the feed reaches no node),
+// or, when nothing follows it, by comparing the server's count of
+// deliveries with the feed's after a reconnect, missing pull heartbeats or
+// a change of the consumer's leader. The consumer is then re-created from
+// its acknowledgement floor; a node recognises by stream sequence what it
+// holds (the new delivery's acknowledgement handle replaces the old one)
+// and what it consumed (acknowledged again, not fired). See resync.go.
+//
 // A token's run context travels as deltas (context.go): an envelope a
 // firing sends carries the keys the firing set, the envelope whose context
 // they are set over (its base) and the lineage's version. The whole context

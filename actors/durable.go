@@ -33,7 +33,8 @@ import (
 // running process before JetStream delivers it again. Envelopes wait in
 // buffers, joins and manual gates for as long as the graph says, so the
 // running process never relies on redelivery: a restart re-creates the
-// consumer from its acknowledgement floor instead.
+// consumer from its acknowledgement floor instead, and so does a running
+// process that lost a delivery on the way (resync.go).
 const consumerAckWait = 365 * 24 * time.Hour
 
 // maxAckPending bounds the envelopes a session holds unacknowledged.
