@@ -33,7 +33,12 @@ type workerProc struct {
 // startWorker starts `switchyard worker` against b's listener.
 func startWorker(t testing.TB, b *broker.Broker, admin string, args ...string) *workerProc {
 	t.Helper()
-	cmd := exec.Command(switchyardBinary(t), append([]string{"worker", "--nats", b.ClientURL(), "--token", admin}, args...)...)
+	return runWorkerProc(t, exec.Command(switchyardBinary(t), append([]string{"worker", "--nats", b.ClientURL(), "--token", admin}, args...)...))
+}
+
+// runWorkerProc starts cmd, a `switchyard worker`, and reads its log.
+func runWorkerProc(t testing.TB, cmd *exec.Cmd) *workerProc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
