@@ -149,6 +149,10 @@ its lease.`,
 	return cmd
 }
 
+// maxParallelResumes bounds the sessions serve resumes at once (at
+// start, and when it takes sessions over).
+const maxParallelResumes = 8
+
 // serveClock is the clock served sessions run on; nil is the real clock.
 // Tests set it to drive cron schedules.
 var serveClock clock.Clock
@@ -333,6 +337,17 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		if member {
 			cands = pl.choose(ctx, cands)
 		}
+		// The sessions resume side by side: on a cluster each resume is a
+		// dozen JetStream round trips, and one after the other they put a
+		// dead member's last session many seconds past its lease.
+		type adoption struct {
+			m    session.Meta
+			g    *graph.Graph
+			file string
+			s    *session.Session
+			err  error
+		}
+		todo := make([]*adoption, 0, len(cands))
 		for _, m := range cands {
 			g, file, err := storedGraph(ctx, b, m.ID, stderr)
 			if err != nil {
@@ -342,6 +357,12 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			if m.File != "" {
 				file = m.File
 			}
+			todo = append(todo, &adoption{m: m, g: g, file: file})
+		}
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, maxParallelResumes)
+		for _, a := range todo {
+			m := a.m
 			logs, work := m.LogsDir, m.WorkDir
 			if logs == "" {
 				logs = filepath.Join(logsRoot, m.ID)
@@ -349,24 +370,33 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 			if work == "" {
 				work = f.workdir
 			}
-			cfg := session.Config{ID: m.ID, Graph: g, Broker: b, LogsDir: logs, WorkDir: work,
+			cfg := session.Config{ID: m.ID, Graph: a.g, Broker: b, LogsDir: logs, WorkDir: work,
 				ControlAnswers: true, Observer: render, Clock: serveClock, Durable: true, File: m.File, Replicas: f.replicas,
 				Deps: nodes.Deps{Providers: providers.lookup, DefaultProvider: f.provider, OverrideProviders: f.override}}
 			obs.instrument(&cfg)
-			s, err := session.Resume(ctx, cfg)
-			if err != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				a.s, a.err = session.Resume(ctx, cfg)
+			}()
+		}
+		wg.Wait()
+		for _, a := range todo {
+			if a.err != nil {
 				var held *session.HeldError
-				if !quiet || !errors.As(err, &held) {
-					fmt.Fprintf(stderr, "session %s is not resumed: %v\n", m.ID, err)
+				if !quiet || !errors.As(a.err, &held) {
+					fmt.Fprintf(stderr, "session %s is not resumed: %v\n", a.m.ID, a.err)
 				}
 				continue
 			}
-			if err := h.add(s, g, file); err != nil {
-				s.Stop()
+			if err := h.add(a.s, a.g, a.file); err != nil {
+				a.s.Stop()
 				continue
 			}
 			n++
-			fmt.Fprintf(stderr, "resumed session %s (%s)\n", m.ID, m.Graph)
+			fmt.Fprintf(stderr, "resumed session %s (%s)\n", a.m.ID, a.m.Graph)
 		}
 		if member {
 			ms.SetLoad(ctx, h.running())
