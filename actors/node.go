@@ -414,13 +414,34 @@ func (a *nodeActor) Receive(c actor.Context) {
 	case *bufferQuery:
 		m.reply <- a.bufferStats()
 	case *actor.Stopping:
-		for _, eb := range a.bufs {
-			eb.b.Close()
-		}
+		a.closeBuffers()
 	case *actor.Stopped:
 		// The last message: the goroutines end once it returns.
 		a.stopPinned()
 	}
+}
+
+// closeBuffers closes the node's delivery buffers (their timers stop).
+func (a *nodeActor) closeBuffers() {
+	for _, eb := range a.bufs {
+		eb.b.Close()
+	}
+}
+
+// stopIdle stops the actor at the System's Stop without a message when its
+// mailbox is idle (nothing running, nothing waiting): the mailbox is
+// claimed for good, so no Receive runs again, and what Stopping and
+// Stopped do is done here. Poisoning every actor in turn and waiting for
+// it cost a wake-up and a reply per node — 5 to 14 ms of a 1,000-node
+// pipeline's Run, a tenth of it. It reports whether it stopped the actor
+// (else the actor is poisoned as usual).
+func (a *nodeActor) stopIdle() bool {
+	if !a.mailbox.claimIdle() {
+		return false
+	}
+	a.closeBuffers()
+	a.stopPinned()
+	return true
 }
 
 // afterFiring lets the node go on once a firing is over.

@@ -122,18 +122,27 @@ func (p *pinned) handOff(q *pinned, fn func()) {
 // (or, if p has work waiting then, q gets a goroutine of its own). It
 // reports whether q was claimed.
 func (p *pinned) claim(q *pinned) bool {
-	q.mu.Lock()
-	if q.running || q.stopped || q.head != len(q.queue) {
-		q.mu.Unlock()
+	if !q.claimIdle() {
 		return false
 	}
-	q.running = true
-	q.mu.Unlock()
 	p.mu.Lock()
 	old := p.tail
 	p.tail = tail{q: q}
 	p.mu.Unlock()
 	old.start()
+	return true
+}
+
+// claimIdle marks p running when it has no goroutine and nothing waiting,
+// for the caller to keep (nothing scheduled on p runs until it gives it
+// back); it reports whether it did.
+func (p *pinned) claimIdle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running || p.stopped || p.head != len(p.queue) {
+		return false
+	}
+	p.running = true
 	return true
 }
 

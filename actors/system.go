@@ -735,9 +735,13 @@ func (s *System) Stop() {
 	}
 	s.stopped = true
 	subs := s.subs
-	pids := make([]*actor.PID, 0, len(s.pids))
-	for _, p := range s.pids {
-		pids = append(pids, p)
+	type live struct {
+		pid *actor.PID
+		a   *nodeActor
+	}
+	pids := make([]live, 0, len(s.pids))
+	for n, p := range s.pids {
+		pids = append(pids, live{p, s.actors[n]})
 	}
 	s.mu.Unlock()
 	s.stopConsuming()
@@ -750,7 +754,10 @@ func (s *System) Stop() {
 	s.cancel()
 	s.wg.Wait()
 	for _, p := range pids {
-		_ = s.root.PoisonFuture(p).Wait()
+		if p.a != nil && p.a.stopIdle() {
+			continue
+		}
+		_ = s.root.PoisonFuture(p.pid).Wait()
 	}
 	s.as.Shutdown()
 	s.mu.Lock()
