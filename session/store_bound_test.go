@@ -98,6 +98,11 @@ func TestStoreBounded(t *testing.T) {
 	// bucket the kept records, a compaction interval, and a few keys.
 	require.LessOrEqual(t, w2, uint64(1100), "work stream trimmed below the floor")
 	require.LessOrEqual(t, k2, uint64(session.JournalKeep+1024+64+64), "journal compacted")
-	require.LessOrEqual(t, kb2/k2, 2*kb1/k1, "nor do its entries grow")
+	// Nor do its records grow: the bucket's bytes stay within the records
+	// it may keep at what a record cost after 1,000 firings (the first
+	// 1,000 records, a snapshot and a few keys). Entries batch up to 64
+	// records as the writer falls behind, so bytes per entry say nothing.
+	kept := uint64(session.JournalKeep + 1024 + 64 + 64)
+	require.LessOrEqual(t, kb2, 2*kb1/1000*kept, "nor do its records grow")
 	require.LessOrEqual(t, wb2, 2*wb1, "the work stream's bytes stay at what is in flight")
 }
