@@ -139,7 +139,8 @@ func (c *Cluster) Kill(i int) {
 // Restart starts server i again on its ports and store.
 func (c *Cluster) Restart(i int) { c.start(i) }
 
-// WaitReady waits until every running server sees a JetStream meta leader
+// WaitReady waits until every running server is current with a JetStream
+// meta leader and that leader can place replicas on every running server
 // (one server alone: until it runs JetStream).
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
@@ -160,24 +161,32 @@ func (c *Cluster) WaitReady() {
 				ready = false
 			}
 		}
-		if ready && c.leader() != "" {
+		if ready && c.placeable() {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("brokertest: the cluster has no JetStream meta leader")
+			c.t.Fatalf("brokertest: no JetStream meta leader able to place replicas on every server")
 		}
 		time.Sleep(50 * time.Millisecond) // polling the servers' state
 	}
 }
 
-// leader is the name of the JetStream meta leader, "" when there is none.
-func (c *Cluster) leader() string {
+// placeable reports whether there is a meta leader and it can place an
+// asset on every running server: it has current statistics of each. A
+// leader elected a moment ago may not have heard from its peers yet, and
+// refuses an R3 stream with "no suitable peers for placement" until it has.
+func (c *Cluster) placeable() bool {
+	running := 0
+	var leader *server.Server
 	for i := range c.srvs {
-		if srv := c.Server(i); srv != nil && srv.JetStreamIsLeader() {
-			return c.names[i]
+		if srv := c.Server(i); srv != nil {
+			running++
+			if srv.JetStreamIsLeader() {
+				leader = srv
+			}
 		}
 	}
-	return ""
+	return leader != nil && len(leader.JetStreamClusterPeers()) >= running
 }
 
 // HostPort is server i's client address, host:port (for a Proxy).
