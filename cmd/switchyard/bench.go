@@ -18,7 +18,7 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 func newBenchCmd() *cobra.Command {
 	var quick, asJSON bool
 	var chains, idle, cases, binary string
-	var events, fanout, cliRuns int
+	var events, fanout, cliRuns, keptRuns int
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -61,6 +61,9 @@ tiny sizes. docs/performance.md explains every figure.`,
 			if fl.Changed("cli-runs") {
 				cfg.CLIRuns = cliRuns
 			}
+			if fl.Changed("kept-runs") {
+				cfg.KeptRuns = keptRuns
+			}
 			if fl.Changed("timeout") {
 				cfg.Timeout = timeout
 			}
@@ -74,7 +77,7 @@ tiny sizes. docs/performance.md explains every figure.`,
 					}
 				}
 			}
-			if cfg.Events < 0 || cfg.FanOut < 0 || cfg.CLIRuns < 0 {
+			if cfg.Events < 0 || cfg.FanOut < 0 || cfg.CLIRuns < 0 || cfg.KeptRuns < 0 {
 				return usageErr(fmt.Errorf("sizes must not be negative"))
 			}
 			if cfg.Binary = binary; cfg.Binary == "" {
@@ -116,6 +119,7 @@ tiny sizes. docs/performance.md explains every figure.`,
 	fl.IntVar(&events, "events", 0, "outside events per ingest case (default 100000)")
 	fl.IntVar(&fanout, "fanout", 0, "branches of the fan-out case (default 100)")
 	fl.IntVar(&cliRuns, "cli-runs", 0, "how many times switchyard run is timed (default 5)")
+	fl.IntVar(&keptRuns, "kept-runs", 0, "time switchyard run once more on a store of this many completed runs (default 100; 0 skips it)")
 	fl.StringVar(&cases, "cases", "", "only these groups: chain, ingest, fanout, idle, cli (comma-separated)")
 	fl.StringVar(&binary, "binary", "", "the switchyard executable the cli case runs (default: this one)")
 	fl.DurationVar(&timeout, "timeout", 0, "bound on one measurement (default 5m)")

@@ -36,6 +36,9 @@ type Config struct {
 	Idle []int
 	// CLIRuns is how many times `switchyard run` is timed (0 skips it).
 	CLIRuns int
+	// KeptRuns is how many completed sessions the store holds when `run`
+	// is timed once more (a week of use kept by --retain; 0 skips it).
+	KeptRuns int
 	// Binary is the switchyard executable for the CLI case.
 	Binary string
 	// Cases keeps only these groups (chain, ingest, fanout, idle, cli);
@@ -65,7 +68,7 @@ func Quick() Config {
 // Full is the configuration of the performance issue's table.
 func Full() Config {
 	return Config{Chains: []int{10, 100, 1000, 10000}, Events: 100000, FanOut: 100, Idle: []int{10000, 100000}, CLIRuns: 5,
-		MinNodes: 2000, Timeout: 5 * time.Minute}
+		KeptRuns: 100, MinNodes: 2000, Timeout: 5 * time.Minute}
 }
 
 // Baseline is a floor measured in the same run.

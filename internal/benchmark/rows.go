@@ -354,11 +354,39 @@ func cliRows(ctx context.Context, cfg Config) []Row {
 		eph.Value = median(ephs)
 	}
 	rows := []Row{fresh, kept, eph}
+	if cfg.KeptRuns > cfg.CLIRuns && runErr == nil {
+		rows = append(rows, keptRow(c, cfg, dir, data))
+	}
 	for i := range rows {
 		rows[i].base("process start (switchyard help)", startMs)
 		target(&rows[i])
 	}
 	return rows
+}
+
+// keptRow times `run` on a store holding cfg.KeptRuns completed sessions
+// (cliRows made the first cfg.CLIRuns): the median of three runs, each
+// adding one more. nats-server recovers every stream of its store when it
+// starts, and a completed session keeps its bucket and object store.
+func keptRow(ctx context.Context, cfg Config, dir, data string) Row {
+	r := Row{Group: "cli", Case: fmt.Sprintf("run hello.dot, store of %d earlier runs", cfg.KeptRuns), Unit: unitMs}
+	for i := cfg.CLIRuns; i < cfg.KeptRuns; i++ {
+		if _, err := CLIRun(ctx, cfg.Binary, dir, data); err != nil {
+			r.Error = err.Error()
+			return r
+		}
+	}
+	var ds []float64
+	for range 3 {
+		d, err := CLIRun(ctx, cfg.Binary, dir, data)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		ds = append(ds, ms(d))
+	}
+	r.Value = median(ds)
+	return r
 }
 
 // fmtVal formats a value with its unit.
