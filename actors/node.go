@@ -607,11 +607,21 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 	}
 	if len(batch) == 0 {
 		if tick == nil {
+			// A schedule node's tick is named after the time it stands
+			// for (the same id however late it fires); a trigger's after
+			// now.
+			at := d.Scheduled
+			if at.IsZero() {
+				at = a.s.clk.Now()
+			}
 			tick = &pb.Envelope{Kind: KindTick, SessionId: a.s.cfg.SessionID, ToNode: a.node.ID,
-				Id:        a.s.cfg.SessionID + "." + a.node.ID + ".tick." + strconv.FormatInt(a.s.clk.Now().UnixNano(), 10),
+				Id:        a.s.cfg.SessionID + "." + a.node.ID + ".tick." + strconv.FormatInt(at.UnixNano(), 10),
 				CreatedAt: timestamppb.New(a.s.clk.Now())}
 		}
 		batch = append(batch, tick)
+	}
+	if !d.Scheduled.IsZero() {
+		a.scheduled(d, batch)
 	}
 	if len(d.Missing) > 0 {
 		// The firing's outcome says which inputs were missing.
@@ -620,6 +630,27 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 		}
 	}
 	a.queue = append(a.queue, batch)
+}
+
+// scheduled marks a schedule node's firing with the cron time it stands
+// for: the context keys schedule.time and schedule.late (true for a
+// missed time fired at a resume or takeover, which a cron.late event
+// announces) on its envelopes.
+func (a *nodeActor) scheduled(d scheduler.Decision, batch []*pb.Envelope) {
+	at := d.Scheduled.UTC().Format(time.RFC3339)
+	for _, env := range batch {
+		env.Context = append(env.Context, &pb.KV{Key: "schedule.time", Value: at},
+			&pb.KV{Key: "schedule.late", Value: strconv.FormatBool(d.Late)})
+	}
+	if d.Late {
+		missed := strconv.Itoa(d.Missed)
+		if d.Missed < 0 {
+			missed = "many"
+		}
+		a.s.Emit(&pb.Event{Kind: "cron.late", Node: a.node.ID,
+			Message: "fires late for the scheduled time " + at + " (missed while the session had no owner)",
+			Attrs:   []*pb.KV{{Key: "scheduled", Value: at}, {Key: "late", Value: "true"}, {Key: "missed", Value: missed}}})
+	}
 }
 
 func (a *nodeActor) onNotice(kind string) {

@@ -312,7 +312,10 @@ func New(cfg Config) (*System, error) {
 		s.Stop()
 		return nil, fmt.Errorf("actors: subscribe: %w", err)
 	}
-	s.sched.Start()
+	// Only now, the lease held and the journal's state restored, do the
+	// schedule nodes arm: a missed tick fires once, late (cron.missed
+	// says when one is too old to).
+	s.emitScheduler(s.sched.Start())
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -164,5 +165,24 @@ func TestReferenceDocumentsEveryAttribute(t *testing.T) {
 		typ, ok := graph.ShapeType(shape)
 		require.True(t, ok)
 		require.True(t, strings.Contains(string(doc), "`"+shape+"`") && strings.Contains(string(doc), "`"+typ+"`"), shape)
+	}
+}
+
+// TestCatchupChecked: a schedule node's catchup (and the graph's) is a
+// duration >= 0, refused with its line and column otherwise.
+func TestCatchupChecked(t *testing.T) {
+	for src, want := range map[string]string{
+		"digraph d { kind=session;\n  n [trigger=schedule, schedule=\"@hourly\", catchup=\"soon\"] }":     `d.dot:2:52: error: bad_duration: catchup: bad duration "soon"`,
+		"digraph d { kind=session;\n  n [trigger=schedule, schedule=\"@hourly\", catchup=-5m] }":          `d.dot:2:52: error: bad_duration: catchup: bad duration "-5m"`,
+		"digraph d { kind=session; catchup=\"2x\"\n  n [trigger=schedule, schedule=\"@hourly\"] }":        `d.dot:1:35: error: bad_duration: catchup: bad duration "2x"`,
+		"digraph d { kind=session; catchup=1d\n  n [trigger=schedule, schedule=\"@hourly\", catchup=0] }": "",
+	} {
+		_, diags := graph.Load("d.dot", []byte(src))
+		if want == "" {
+			require.False(t, diags.HasErrors(), "%v", diags)
+			continue
+		}
+		require.True(t, diags.HasErrors())
+		require.Contains(t, fmt.Sprint(diags), want)
 	}
 }

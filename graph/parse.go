@@ -536,7 +536,7 @@ func (p *parser) parseAttrLists() Attrs {
 
 // durationKeys are attributes whose value is a duration.
 var durationKeys = map[string]bool{"timeout": true, "join_timeout": true, "debounce": true, "budget_time": true,
-	"stall_timeout": true, "manager.poll_interval": true, "retry_delay": true}
+	"stall_timeout": true, "manager.poll_interval": true, "retry_delay": true, "catchup": true}
 
 // parseValue reads a value token and classifies it.
 func (p *parser) parseValue(key string) Value {

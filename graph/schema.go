@@ -152,6 +152,7 @@ var attrTable = []AttrSpec{
 	// node, Switchyard runtime
 	enum("trigger", scopeNode, "any", "when the node fires", "any", "all", "manual", "schedule"),
 	attr("schedule", scopeNode, AttrString, "", "trigger=schedule: a cron spec"),
+	attr("catchup", scopeGN, AttrDuration, "1h", "trigger=schedule: a tick missed while the session had no owner fires once, late, if at most this old (0: never)"),
 	attr("join", scopeNode, AttrString, "all", "trigger=all: all, any or quorum:N; parallel nodes: the fan-in node"),
 	attr("join_timeout", scopeNode, AttrDuration, "", "fire a join with what arrived after this long"),
 	attr("budget_time", scopeGSN, AttrDuration, "", "wall time of the handlers"),

@@ -15,6 +15,9 @@ type Ticket struct {
 	// Deadline is when the tightest time budget covering the node runs out
 	// (zero: none): the owner puts it on the handler's context.
 	Deadline time.Time
+	// Scheduled is the cron time a schedule node's firing stands for
+	// (zero: none); its Release records it as the node's last tick.
+	Scheduled time.Time
 }
 
 // Wait is why a node may not run now. Stop means it will never run again
@@ -47,10 +50,12 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		return nil, &Wait{Stop: true, Reason: "unknown node " + node}, nil, nil
 	}
 	if err, stop := s.stopped[node]; stop {
+		s.takeDue(node)
 		st := s.peekState(node)
 		return nil, &Wait{Stop: true, Err: err, Cause: st.Cause, Reason: st.Reason}, nil, nil
 	}
 	stop := func(err error, kind, cause, reason string, fields map[string]string) (*Ticket, *Wait, []Event, []string) {
+		s.takeDue(node) // the firing is refused: its time is not owed again
 		wake := s.stopLocked(node, err, cause, reason, fields)
 		return nil, &Wait{Stop: true, Err: err, Cause: cause, Reason: reason},
 			[]Event{{Kind: kind, Node: node, Reason: reason, Fields: fields}}, wake
@@ -101,7 +106,7 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 			Fields: map[string]string{"paths": paths}})
 	}
 	s.iters.count(node, nc.MaxIterations, s.cfg.MaxIterations, now)
-	t := &Ticket{Node: node, Start: now}
+	t := &Ticket{Node: node, Start: now, Scheduled: s.takeDue(node)}
 	s.eachBudget(node, func(b *budget) {
 		if left, ok := b.remaining(); ok {
 			if dl := t.Start.Add(left); t.Deadline.IsZero() || dl.Before(t.Deadline) {
@@ -298,6 +303,9 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 		return nil
 	}
 	delete(s.running, t)
+	if !t.Scheduled.IsZero() && s.crons[t.Node] != nil && t.Scheduled.After(s.ticks[t.Node]) {
+		s.ticks[t.Node] = t.Scheduled
+	}
 	evs, cancel, wake, stopped := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
 	if w := s.stallFor(t.Node); w != nil {
 		if stalled, evidence := w.observe(r); stalled {

@@ -43,7 +43,17 @@ type NodeConfig struct {
 	Scopes        []string // budget scopes above the node: subgraphs, then the graph
 	StallAfter    int
 	Locks         []string
+	// Catchup: how old a schedule node's missed time may be and still
+	// fire, late, at a resume or takeover (catchup; 0: never).
+	Catchup time.Duration
 }
+
+// DefaultCatchup is a schedule node's catchup when neither it nor the
+// graph sets one: a tick missed while the session had no owner (a
+// takeover, a handover, a restart, a stop) fires late if it is at most an
+// hour old — for an hourly or daily node, the tick of the outage; for a
+// frequent one, the latest tick only.
+const DefaultCatchup = time.Hour
 
 // Config is the scheduler's view of a graph.
 type Config struct {
@@ -197,6 +207,14 @@ func nodeConfig(g *graph.Graph, n *graph.Node, subgraphs []string) (*NodeConfig,
 	}
 	if d, ok := n.Attrs.Duration("join_timeout"); ok {
 		nc.JoinTimeout = d
+	}
+	if nc.Trigger == TriggerSchedule {
+		nc.Catchup = DefaultCatchup
+		if d, ok := n.Attrs.Duration("catchup"); ok {
+			nc.Catchup = d
+		} else if d, ok := g.Attrs.Duration("catchup"); ok {
+			nc.Catchup = d
+		}
 	}
 	for _, e := range g.Incoming(n.ID) {
 		nc.Upstream = append(nc.Upstream, edges.EdgeID(e))

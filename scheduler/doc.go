@@ -21,6 +21,9 @@
 //	                      optional seconds field, or a descriptor (@hourly,
 //	                      @every 1m); each time fires a tick with whatever
 //	                      arrived since the last one
+//	catchup        node, graph  duration (default 1h; 0: never): how old a
+//	                      missed cron time may be and still fire, once and
+//	                      late, at Start (see Missed cron times)
 //	join           node   all | any | quorum:N, how many upstream edges a join
 //	                      needs (parallel nodes use join to name their fan-in)
 //	join_timeout   node   duration: fire with what arrived once the first
@@ -63,6 +66,20 @@
 // Nothing is dropped silently: every wait or refusal is the node's
 // GateState (State, Cause, Reason, Fields), is returned as an Event or a
 // Decision.Reason for the owner to publish, and is explained by Explain.
+//
+// # Missed cron times
+//
+// A schedule node's firing carries the time it stands for
+// (Decision.Scheduled, then Ticket.Scheduled); its Release records that
+// time as the node's last tick (Snapshot.Ticks), so the tick is "fired"
+// exactly when the firing's journal record commits it. Start, which the
+// owner calls once it holds the session and Restore brought the journal's
+// state back, compares each node's last tick with now: the latest
+// scheduled time in between fires once, at once (a NoticeTimer, then a
+// Decision with Late and Missed), if it is at most the node's Catchup
+// old; otherwise none fires and Start returns a cron.missed event. So a
+// tick due while nobody owned the session fires late, once, and a tick
+// already committed never fires again, whichever process starts next.
 //
 // # Time
 //

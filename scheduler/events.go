@@ -11,6 +11,7 @@ const (
 	EventIterationsExceeded = "iterations.exceeded" // a node or the session reached its firing cap
 	EventIterationsWaiting  = "iterations.waiting"  // a node reached a windowed firing cap (N/window): it waits
 	EventStallDetected      = "stall.detected"      // a node repeats itself, or the session made no progress
+	EventCronMissed         = "cron.missed"         // a schedule node's missed times are older than its catchup: not fired
 )
 
 // Event is something the owner publishes on the session's event stream.

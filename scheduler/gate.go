@@ -1,5 +1,7 @@
 package scheduler
 
+import "time"
+
 // Input is one arrival a gate hands to a firing.
 type Input struct {
 	Edge string // the edge id, or "" for the inbox
@@ -19,6 +21,13 @@ type Decision struct {
 	Missing []string
 	// Reason says why the node waits (when Fire is false).
 	Reason string
+	// Scheduled is the cron time a schedule node's firing stands for
+	// (zero for other firings and explicit triggers). Late: it is a
+	// missed time fired at a resume or takeover (catch-up), standing for
+	// Missed scheduled times (-1: more than could be counted).
+	Scheduled time.Time
+	Late      bool
+	Missed    int
 }
 
 // causer is implemented by gates that wait: the structured form of

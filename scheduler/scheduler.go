@@ -24,10 +24,17 @@ type Scheduler struct {
 	clk    clock.Clock
 	notify func(Notice)
 
-	mu       sync.Mutex
-	gates    map[string]Gate
-	holding  map[string]bool // the nodes whose gates hold inputs (all, manual, schedule)
-	crons    map[string]*gateCron
+	mu      sync.Mutex
+	gates   map[string]Gate
+	holding map[string]bool // the nodes whose gates hold inputs (all, manual, schedule)
+	crons   map[string]*gateCron
+	// ticks: per schedule node, the scheduled time of the last tick it
+	// fired (set at the firing's Release, so it is committed with the
+	// firing's journal record), or when its schedule started. due: per
+	// schedule node, the scheduled times of the firings its gate decided
+	// and Admit has not yet taken, in order (zero for an explicit trigger).
+	ticks    map[string]time.Time
+	due      map[string][]time.Time
 	states   map[string]*GateState // made on a node's first change (stateFor): idle until then
 	started  time.Time             // when the scheduler was made: the Since of a node never changed
 	iters    iterations
@@ -52,6 +59,7 @@ func New(cfg *Config, clk clock.Clock, notify func(Notice)) (*Scheduler, error) 
 		notify = func(Notice) {}
 	}
 	s := &Scheduler{cfg: cfg, clk: clk, notify: notify, gates: map[string]Gate{}, holding: map[string]bool{}, crons: map[string]*gateCron{},
+		ticks: map[string]time.Time{}, due: map[string][]time.Time{},
 		states: map[string]*GateState{}, iters: iterations{node: map[string]int{}, recent: map[string][]time.Time{}}, windows: map[string]clock.Timer{}, budgets: map[string]*budget{},
 		stalls: map[string]*stallWindow{}, stopped: map[string]error{}, running: map[*Ticket]bool{},
 		inflight: inFlight{max: cfg.MaxInFlight}, locks: lockTable{held: map[string]string{}}, started: clk.Now()}
@@ -156,6 +164,10 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 			if c, ok := g.(*gateCron); ok {
 				c.stop()
 				delete(s.crons, id)
+				delete(s.due, id)
+				if nc == nil || nc.Trigger != TriggerSchedule {
+					delete(s.ticks, id)
+				}
 			}
 			if ga, ok := g.(*gateAll); ok {
 				ga.stopTimer()
@@ -182,8 +194,11 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 		}
 		s.setGate(id, g)
 		if c, ok := g.(*gateCron); ok {
+			// An edited schedule starts from now: its times before the
+			// edit were the old schedule's.
 			s.crons[id] = c
 			c.start()
+			s.ticks[id] = s.clk.Now()
 		}
 	}
 	for id, nc := range cfg.Nodes {
@@ -203,6 +218,7 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 		}
 		if c, ok := s.gates[id].(*gateCron); ok {
 			c.start()
+			s.ticks[id] = s.clk.Now()
 		}
 	}
 	for scope, l := range cfg.Scopes {
@@ -252,15 +268,43 @@ func (s *Scheduler) armer(node string) func(time.Duration) clock.Timer {
 	}
 }
 
-// Start arms the cron gates and the session's stall watchdog.
-func (s *Scheduler) Start() {
+// Start arms the cron gates and the session's stall watchdog. The owner
+// calls it once it holds the session (its lease) and Restore brought the
+// journal's state back: a schedule node whose schedule had times after
+// its last tick (Snapshot.Ticks) and at or before now fires the latest
+// of them once, at once, when it is no older than the node's Catchup;
+// older ones are skipped, and the returned cron.missed events say so.
+// A schedule node with no recorded tick starts from now.
+func (s *Scheduler) Start() []Event {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id, g := range s.crons {
-		g.start()
+	ids := make([]string, 0, len(s.crons))
+	for id := range s.crons {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var evs []Event
+	var late []string
+	now := s.clk.Now()
+	for _, id := range ids {
+		g := s.crons[id]
+		last, ok := s.ticks[id]
+		if !ok || last.After(now) {
+			last = now
+			s.ticks[id] = now
+		}
+		e, fire := g.resume(id, last, s.cfg.Nodes[id].Catchup)
+		evs = append(evs, e...)
+		if fire {
+			late = append(late, id)
+		}
 		s.setGateWait(id, g.Waiting())
 	}
 	s.armWatchdog()
+	s.mu.Unlock()
+	for _, id := range late {
+		s.notify(Notice{Node: id, Kind: NoticeTimer})
+	}
+	return evs
 }
 
 // Close stops every timer.
@@ -387,7 +431,32 @@ func (s *Scheduler) Trigger(node string) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return s.decided(node, g.Trigger()), nil
+	return s.decided(node, s.owed(node, g.Trigger())), nil
+}
+
+// owed queues the scheduled time of a schedule node's firing (zero for
+// an explicit trigger), for Admit to put on its ticket: every firing such
+// a node's gate decides goes through Admit in order.
+func (s *Scheduler) owed(node string, d Decision) Decision {
+	if d.Fire && s.crons[node] != nil {
+		s.due[node] = append(s.due[node], d.Scheduled)
+	}
+	return d
+}
+
+// takeDue is the scheduled time of node's next firing, taken off its queue.
+func (s *Scheduler) takeDue(node string) time.Time {
+	q := s.due[node]
+	if len(q) == 0 {
+		return time.Time{}
+	}
+	t := q[0]
+	if len(q) == 1 {
+		delete(s.due, node)
+	} else {
+		s.due[node] = q[1:]
+	}
+	return t
 }
 
 // Skip says an upstream edge of node will not deliver this round.
@@ -409,7 +478,7 @@ func (s *Scheduler) Timer(node string) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return s.decided(node, g.Timer()), nil
+	return s.decided(node, s.owed(node, g.Timer())), nil
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

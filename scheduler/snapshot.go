@@ -28,6 +28,9 @@ type Snapshot struct {
 	// Windows: the times of the recent firings under windowed caps
 	// (max_iterations="N/window"), by node ("" for the session).
 	Windows map[string][]time.Time `json:"windows,omitempty"`
+	// Ticks: per schedule node, the scheduled time of the last tick it
+	// fired, or when its schedule started (Scheduler.Start).
+	Ticks map[string]time.Time `json:"ticks,omitempty"`
 	// Partial marks a snapshot of what one node's firing changes
 	// (SnapshotOf), to be merged into the state before it (Merge).
 	Partial bool `json:"partial,omitempty"`
@@ -95,7 +98,20 @@ func (s *Scheduler) Snapshot() Snapshot {
 	for k := range s.holding {
 		s.gateSnapshot(&snap, k, s.gates[k])
 	}
+	s.ticksSnapshot(&snap)
 	return snap
+}
+
+// ticksSnapshot records every schedule node's last tick: there are few,
+// and a record of any node's firing carries them (the start of a schedule
+// is committed with the first record, whichever node writes it).
+func (s *Scheduler) ticksSnapshot(snap *Snapshot) {
+	for k, t := range s.ticks {
+		if snap.Ticks == nil {
+			snap.Ticks = make(map[string]time.Time, len(s.ticks))
+		}
+		snap.Ticks[k] = t
+	}
 }
 
 // SnapshotOf is the part of the state a firing of node changes (node "":
@@ -149,6 +165,7 @@ func (s *Scheduler) SnapshotOf(node string) Snapshot {
 	for k := range s.holding {
 		s.gateSnapshot(&snap, k, s.gates[k])
 	}
+	s.ticksSnapshot(&snap)
 	return snap
 }
 
@@ -185,6 +202,12 @@ func (snap *Snapshot) Merge(p Snapshot) {
 		}
 	}
 	snap.Stopped, snap.Causes, snap.Joins, snap.Held = p.Stopped, p.Causes, p.Joins, p.Held
+	if len(p.Ticks) > 0 && snap.Ticks == nil {
+		snap.Ticks = map[string]time.Time{}
+	}
+	for k, t := range p.Ticks {
+		snap.Ticks[k] = t
+	}
 }
 
 // setLists sets p's lists in *m, an empty one removing its key.
@@ -237,7 +260,8 @@ func (snap *Snapshot) hold(k string, ids []string) {
 
 // Restore loads a snapshot into a new scheduler (a resume), before Start:
 // firing counters, budgets spent and announced thresholds, stall windows,
-// nodes stopped by a stall, and the skipped edges of joins. Stops for
+// nodes stopped by a stall, the skipped edges of joins, and the schedule
+// nodes' last ticks (for Start's catch-up). Stops for
 // iterations and budgets follow from the restored counters at the next
 // Admit; scopes and nodes the graph no longer has are ignored.
 func (s *Scheduler) Restore(snap Snapshot) {
@@ -249,6 +273,11 @@ func (s *Scheduler) Restore(snap Snapshot) {
 	s.iters.total = snap.Total
 	for k, r := range snap.Windows {
 		s.iters.recent[k] = append([]time.Time(nil), r...)
+	}
+	for k, t := range snap.Ticks {
+		if s.crons[k] != nil {
+			s.ticks[k] = t
+		}
 	}
 	for k, sp := range snap.Spent {
 		if b := s.budgets[k]; b != nil {

@@ -51,6 +51,12 @@ func schedState(snap *scheduler.Snapshot) *pb.SchedulerState {
 		}
 		st.Windows = append(st.Windows, pt)
 	}
+	if len(snap.Ticks) > 0 {
+		st.Ticks = make([]*pb.SchedulerTick, 0, len(snap.Ticks))
+		for k, t := range snap.Ticks {
+			st.Ticks = append(st.Ticks, &pb.SchedulerTick{Node: k, UnixNanos: t.UnixNano()})
+		}
+	}
 	return st
 }
 
@@ -95,6 +101,12 @@ func snapshotOf(st *pb.SchedulerState) *scheduler.Snapshot {
 				ts = append(ts, time.Unix(0, n))
 			}
 			snap.Windows[w.GetKey()] = ts
+		}
+	}
+	if ts := st.GetTicks(); len(ts) > 0 {
+		snap.Ticks = make(map[string]time.Time, len(ts))
+		for _, t := range ts {
+			snap.Ticks[t.GetNode()] = time.Unix(0, t.GetUnixNanos())
 		}
 	}
 	return snap

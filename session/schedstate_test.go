@@ -28,7 +28,8 @@ func TestSchedStateRoundTrip(t *testing.T) {
 			Joins: map[string]scheduler.Join{"j": {Edges: map[string]string{"a.j": "delivered", "b.j": "waiting"},
 				Queued: map[string][]string{"a.j": {"e1", "e2"}}}},
 			Held:    map[string][]string{"gate": {"e9"}},
-			Windows: map[string][]time.Time{"": {at, at.Add(time.Second)}, "a": nil}},
+			Windows: map[string][]time.Time{"": {at, at.Add(time.Second)}, "a": nil},
+			Ticks:   map[string]time.Time{"digest": at, "hourly": at.Add(time.Hour)}},
 		"whole": {Total: 1, Iterations: map[string]int{"a": 1}, Spent: map[string]scheduler.Spent{}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -484,7 +484,11 @@ type SchedulerState struct {
 	Held []*SchedulerList `protobuf:"bytes,10,rep,name=held,proto3" json:"held,omitempty"`
 	// windows: per node ("" for the session), the times (Unix nanoseconds)
 	// of its recent firings under a windowed cap.
-	Windows       []*SchedulerTimes `protobuf:"bytes,11,rep,name=windows,proto3" json:"windows,omitempty"`
+	Windows []*SchedulerTimes `protobuf:"bytes,11,rep,name=windows,proto3" json:"windows,omitempty"`
+	// ticks: per schedule node, the scheduled time of the last tick it
+	// fired, or when its schedule started: a resume or takeover fires the
+	// times missed since then (within the node's catchup) once, late.
+	Ticks         []*SchedulerTick `protobuf:"bytes,12,rep,name=ticks,proto3" json:"ticks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +600,66 @@ func (x *SchedulerState) GetWindows() []*SchedulerTimes {
 	return nil
 }
 
+func (x *SchedulerState) GetTicks() []*SchedulerTick {
+	if x != nil {
+		return x.Ticks
+	}
+	return nil
+}
+
+// SchedulerTick is a schedule node's last fired scheduled time.
+type SchedulerTick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	UnixNanos     int64                  `protobuf:"varint,2,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SchedulerTick) Reset() {
+	*x = SchedulerTick{}
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SchedulerTick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SchedulerTick) ProtoMessage() {}
+
+func (x *SchedulerTick) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SchedulerTick.ProtoReflect.Descriptor instead.
+func (*SchedulerTick) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SchedulerTick) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SchedulerTick) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
 // SchedulerCount is a count under a key.
 type SchedulerCount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -607,7 +671,7 @@ type SchedulerCount struct {
 
 func (x *SchedulerCount) Reset() {
 	*x = SchedulerCount{}
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +683,7 @@ func (x *SchedulerCount) String() string {
 func (*SchedulerCount) ProtoMessage() {}
 
 func (x *SchedulerCount) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[4]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +696,7 @@ func (x *SchedulerCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerCount.ProtoReflect.Descriptor instead.
 func (*SchedulerCount) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SchedulerCount) GetKey() string {
@@ -662,7 +726,7 @@ type SchedulerSpent struct {
 
 func (x *SchedulerSpent) Reset() {
 	*x = SchedulerSpent{}
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +738,7 @@ func (x *SchedulerSpent) String() string {
 func (*SchedulerSpent) ProtoMessage() {}
 
 func (x *SchedulerSpent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[5]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +751,7 @@ func (x *SchedulerSpent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerSpent.ProtoReflect.Descriptor instead.
 func (*SchedulerSpent) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SchedulerSpent) GetScope() string {
@@ -729,7 +793,7 @@ type SchedulerList struct {
 
 func (x *SchedulerList) Reset() {
 	*x = SchedulerList{}
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +805,7 @@ func (x *SchedulerList) String() string {
 func (*SchedulerList) ProtoMessage() {}
 
 func (x *SchedulerList) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[6]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +818,7 @@ func (x *SchedulerList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerList.ProtoReflect.Descriptor instead.
 func (*SchedulerList) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SchedulerList) GetKey() string {
@@ -782,7 +846,7 @@ type SchedulerTimes struct {
 
 func (x *SchedulerTimes) Reset() {
 	*x = SchedulerTimes{}
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +858,7 @@ func (x *SchedulerTimes) String() string {
 func (*SchedulerTimes) ProtoMessage() {}
 
 func (x *SchedulerTimes) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[7]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +871,7 @@ func (x *SchedulerTimes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerTimes.ProtoReflect.Descriptor instead.
 func (*SchedulerTimes) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SchedulerTimes) GetKey() string {
@@ -837,7 +901,7 @@ type SchedulerJoin struct {
 
 func (x *SchedulerJoin) Reset() {
 	*x = SchedulerJoin{}
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +913,7 @@ func (x *SchedulerJoin) String() string {
 func (*SchedulerJoin) ProtoMessage() {}
 
 func (x *SchedulerJoin) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[8]
+	mi := &file_switchyard_v1_checkpoint_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +926,7 @@ func (x *SchedulerJoin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchedulerJoin.ProtoReflect.Descriptor instead.
 func (*SchedulerJoin) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_v1_checkpoint_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SchedulerJoin) GetNode() string {
@@ -935,7 +999,7 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\x05added\x18\x11 \x03(\v2\x17.switchyard.v1.EnvelopeR\x05added\x12!\n" +
 	"\fcontext_base\x18\x12 \x01(\tR\vcontextBase\x122\n" +
 	"\x05batch\x18\x13 \x03(\v2\x1c.switchyard.v1.JournalRecordR\x05batch\x123\n" +
-	"\x05sched\x18\x14 \x01(\v2\x1d.switchyard.v1.SchedulerStateR\x05sched\"\x9d\x04\n" +
+	"\x05sched\x18\x14 \x01(\v2\x1d.switchyard.v1.SchedulerStateR\x05sched\"\xd1\x04\n" +
 	"\x0eSchedulerState\x12\x18\n" +
 	"\apartial\x18\x01 \x01(\bR\apartial\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12=\n" +
@@ -950,7 +1014,12 @@ const file_switchyard_v1_checkpoint_proto_rawDesc = "" +
 	"\x05joins\x18\t \x03(\v2\x1c.switchyard.v1.SchedulerJoinR\x05joins\x120\n" +
 	"\x04held\x18\n" +
 	" \x03(\v2\x1c.switchyard.v1.SchedulerListR\x04held\x127\n" +
-	"\awindows\x18\v \x03(\v2\x1d.switchyard.v1.SchedulerTimesR\awindows\"0\n" +
+	"\awindows\x18\v \x03(\v2\x1d.switchyard.v1.SchedulerTimesR\awindows\x122\n" +
+	"\x05ticks\x18\f \x03(\v2\x1c.switchyard.v1.SchedulerTickR\x05ticks\"B\n" +
+	"\rSchedulerTick\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x02 \x01(\x03R\tunixNanos\"0\n" +
 	"\x0eSchedulerCount\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\f\n" +
 	"\x01n\x18\x02 \x01(\x03R\x01n\"k\n" +
@@ -983,51 +1052,53 @@ func file_switchyard_v1_checkpoint_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_checkpoint_proto_rawDescData
 }
 
-var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_switchyard_v1_checkpoint_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchyard_v1_checkpoint_proto_goTypes = []any{
 	(*NodeRecord)(nil),            // 0: switchyard.v1.NodeRecord
 	(*Checkpoint)(nil),            // 1: switchyard.v1.Checkpoint
 	(*JournalRecord)(nil),         // 2: switchyard.v1.JournalRecord
 	(*SchedulerState)(nil),        // 3: switchyard.v1.SchedulerState
-	(*SchedulerCount)(nil),        // 4: switchyard.v1.SchedulerCount
-	(*SchedulerSpent)(nil),        // 5: switchyard.v1.SchedulerSpent
-	(*SchedulerList)(nil),         // 6: switchyard.v1.SchedulerList
-	(*SchedulerTimes)(nil),        // 7: switchyard.v1.SchedulerTimes
-	(*SchedulerJoin)(nil),         // 8: switchyard.v1.SchedulerJoin
-	(*Usage)(nil),                 // 9: switchyard.v1.Usage
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*KV)(nil),                    // 11: switchyard.v1.KV
-	(*Envelope)(nil),              // 12: switchyard.v1.Envelope
+	(*SchedulerTick)(nil),         // 4: switchyard.v1.SchedulerTick
+	(*SchedulerCount)(nil),        // 5: switchyard.v1.SchedulerCount
+	(*SchedulerSpent)(nil),        // 6: switchyard.v1.SchedulerSpent
+	(*SchedulerList)(nil),         // 7: switchyard.v1.SchedulerList
+	(*SchedulerTimes)(nil),        // 8: switchyard.v1.SchedulerTimes
+	(*SchedulerJoin)(nil),         // 9: switchyard.v1.SchedulerJoin
+	(*Usage)(nil),                 // 10: switchyard.v1.Usage
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*KV)(nil),                    // 12: switchyard.v1.KV
+	(*Envelope)(nil),              // 13: switchyard.v1.Envelope
 }
 var file_switchyard_v1_checkpoint_proto_depIdxs = []int32{
-	9,  // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
-	10, // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
+	10, // 0: switchyard.v1.NodeRecord.usage:type_name -> switchyard.v1.Usage
+	11, // 1: switchyard.v1.Checkpoint.time:type_name -> google.protobuf.Timestamp
 	0,  // 2: switchyard.v1.Checkpoint.nodes:type_name -> switchyard.v1.NodeRecord
-	11, // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
-	12, // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
-	10, // 5: switchyard.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
-	12, // 6: switchyard.v1.JournalRecord.produced:type_name -> switchyard.v1.Envelope
-	11, // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
-	9,  // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
-	12, // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
+	12, // 3: switchyard.v1.Checkpoint.context:type_name -> switchyard.v1.KV
+	13, // 4: switchyard.v1.Checkpoint.pending:type_name -> switchyard.v1.Envelope
+	11, // 5: switchyard.v1.JournalRecord.time:type_name -> google.protobuf.Timestamp
+	13, // 6: switchyard.v1.JournalRecord.produced:type_name -> switchyard.v1.Envelope
+	12, // 7: switchyard.v1.JournalRecord.context:type_name -> switchyard.v1.KV
+	10, // 8: switchyard.v1.JournalRecord.usage:type_name -> switchyard.v1.Usage
+	13, // 9: switchyard.v1.JournalRecord.added:type_name -> switchyard.v1.Envelope
 	2,  // 10: switchyard.v1.JournalRecord.batch:type_name -> switchyard.v1.JournalRecord
 	3,  // 11: switchyard.v1.JournalRecord.sched:type_name -> switchyard.v1.SchedulerState
-	4,  // 12: switchyard.v1.SchedulerState.iterations:type_name -> switchyard.v1.SchedulerCount
-	5,  // 13: switchyard.v1.SchedulerState.spent:type_name -> switchyard.v1.SchedulerSpent
-	6,  // 14: switchyard.v1.SchedulerState.announced:type_name -> switchyard.v1.SchedulerList
-	11, // 15: switchyard.v1.SchedulerState.stopped:type_name -> switchyard.v1.KV
-	11, // 16: switchyard.v1.SchedulerState.causes:type_name -> switchyard.v1.KV
-	6,  // 17: switchyard.v1.SchedulerState.stalls:type_name -> switchyard.v1.SchedulerList
-	8,  // 18: switchyard.v1.SchedulerState.joins:type_name -> switchyard.v1.SchedulerJoin
-	6,  // 19: switchyard.v1.SchedulerState.held:type_name -> switchyard.v1.SchedulerList
-	7,  // 20: switchyard.v1.SchedulerState.windows:type_name -> switchyard.v1.SchedulerTimes
-	11, // 21: switchyard.v1.SchedulerJoin.edges:type_name -> switchyard.v1.KV
-	6,  // 22: switchyard.v1.SchedulerJoin.queued:type_name -> switchyard.v1.SchedulerList
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	5,  // 12: switchyard.v1.SchedulerState.iterations:type_name -> switchyard.v1.SchedulerCount
+	6,  // 13: switchyard.v1.SchedulerState.spent:type_name -> switchyard.v1.SchedulerSpent
+	7,  // 14: switchyard.v1.SchedulerState.announced:type_name -> switchyard.v1.SchedulerList
+	12, // 15: switchyard.v1.SchedulerState.stopped:type_name -> switchyard.v1.KV
+	12, // 16: switchyard.v1.SchedulerState.causes:type_name -> switchyard.v1.KV
+	7,  // 17: switchyard.v1.SchedulerState.stalls:type_name -> switchyard.v1.SchedulerList
+	9,  // 18: switchyard.v1.SchedulerState.joins:type_name -> switchyard.v1.SchedulerJoin
+	7,  // 19: switchyard.v1.SchedulerState.held:type_name -> switchyard.v1.SchedulerList
+	8,  // 20: switchyard.v1.SchedulerState.windows:type_name -> switchyard.v1.SchedulerTimes
+	4,  // 21: switchyard.v1.SchedulerState.ticks:type_name -> switchyard.v1.SchedulerTick
+	12, // 22: switchyard.v1.SchedulerJoin.edges:type_name -> switchyard.v1.KV
+	7,  // 23: switchyard.v1.SchedulerJoin.queued:type_name -> switchyard.v1.SchedulerList
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_checkpoint_proto_init() }
@@ -1042,7 +1113,7 @@ func file_switchyard_v1_checkpoint_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_checkpoint_proto_rawDesc), len(file_switchyard_v1_checkpoint_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
