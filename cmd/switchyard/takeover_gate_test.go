@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 // TestTakeoverKeepsCronAndGate: the owner of a session with a cron node
 // and a waiting human gate is SIGKILLed; a serve --takeover standby takes
 // it over. The cron node fires on the new owner, once per tick (no tick's
-// firing is reported twice), and the gate asked before the kill is still
-// answerable there: its answer runs the chosen branch only.
+// firing is reported twice) — the ticks missed meanwhile once, late
+// (cron.late) —, and the gate asked before the kill is still answerable
+// there: its answer runs the chosen branch only.
 func TestTakeoverKeepsCronAndGate(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
 	url := srv.ClientURL()
@@ -46,6 +48,16 @@ func TestTakeoverKeepsCronAndGate(t *testing.T) {
 	var wlog2 syncBuffer
 	after := watchEvents(t, watcher, "sy.cg.evt.>", &wlog2) // the taker numbers its events anew
 	after.wait("session.resumed", "")
+	// The ticks due while nobody owned the session (until the standby's
+	// scan, 3 s or more) are not skipped: the latest fires once, late.
+	late := map[string]string{}
+	for _, kv := range after.wait("cron.late", "tick").GetAttrs() {
+		late[kv.GetKey()] = kv.GetValue()
+	}
+	require.Equal(t, "true", late["late"])
+	missed, err := strconv.Atoi(late["missed"])
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, missed, 1, "%v", late)
 	for range 3 {
 		after.wait("node.completed", "tick")
 	}
