@@ -29,9 +29,11 @@ func Members(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Op
 	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("broker: bucket %s: %w", MemberBucket, err)
 	}
-	kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: MemberBucket, Description: "switchyard: the processes that run sessions, their labels and load",
-		Storage: st.js(), History: 1, TTL: MemberMaxAge, Replicas: o.replicasFor(ctx, js, "KV_"+MemberBucket),
+	kv, err = placed(ctx, func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: MemberBucket, Description: "switchyard: the processes that run sessions, their labels and load",
+			Storage: st.js(), History: 1, TTL: MemberMaxAge, Replicas: o.replicasFor(ctx, js, "KV_"+MemberBucket),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", MemberBucket, err)

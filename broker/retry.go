@@ -67,3 +67,59 @@ func Retry(ctx context.Context, attempt time.Duration, f func(ctx context.Contex
 		}
 	}
 }
+
+// PlacementWait is how long creating a replicated stream or bucket waits
+// for the cluster to have servers to place its replicas on. A JetStream
+// meta leader places replicas only on servers it has current statistics
+// of: for a moment after a server (re)started, or after a leader was
+// elected, it refuses an R3 resource with "no suitable peers for
+// placement" although every server is up. A cluster with too few servers
+// for the replicas asked gets the same refusal after this wait.
+const PlacementWait = 15 * time.Second
+
+// Unplaced reports whether err is JetStream's refusal to place a
+// resource's replicas for want of servers online (never heard from yet,
+// or offline), which a server (re)joining ends; not one for want of
+// storage or for tags, which waiting does not change.
+func Unplaced(err error) bool {
+	const noPeers = 10005 // the server's JSClusterNoPeersErrF
+	var apiErr *jetstream.APIError
+	var desc string
+	switch {
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == noPeers:
+		desc = apiErr.Description
+	case err != nil && strings.Contains(err.Error(), "no suitable peers for placement"):
+		desc = err.Error()
+	default:
+		return false
+	}
+	for _, permanent := range []string{"insufficient storage", "exclude tag", "tag not unique", "not enabled"} {
+		if strings.Contains(desc, permanent) {
+			return false
+		}
+	}
+	return true
+}
+
+// placed calls create until it succeeds, fails otherwise than Unplaced,
+// ctx ends, or PlacementWait has passed.
+func placed[T any](ctx context.Context, create func() (T, error)) (T, error) {
+	deadline := time.Now().Add(PlacementWait)
+	wait := 50 * time.Millisecond
+	for {
+		v, err := create()
+		if !Unplaced(err) || time.Now().After(deadline) {
+			return v, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		}
+		if wait *= 2; wait > time.Second {
+			wait = time.Second
+		}
+	}
+}

@@ -88,13 +88,13 @@ func (o options) replicasFor(ctx context.Context, js jetstream.JetStream, stream
 func (o options) ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if o.fresh {
 		cfg.Replicas = max(o.replicas, 1)
-		s, err := js.CreateStream(ctx, cfg)
+		s, err := placed(ctx, func() (jetstream.Stream, error) { return js.CreateStream(ctx, cfg) })
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return s, err
 		}
 	}
 	cfg.Replicas = o.replicasFor(ctx, js, cfg.Name)
-	return js.CreateOrUpdateStream(ctx, cfg)
+	return placed(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 }
 
 // DuplicateWindow is how long the work stream remembers a Nats-Msg-Id
@@ -356,15 +356,17 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 	if r.MaxAge <= 0 {
 		r.MaxAge = DefaultEventMaxAge
 	}
-	s, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        EventStreamName(session),
-		Description: "switchyard session " + session + ": recent events",
-		Subjects:    []string{AllEvents(session)},
-		Storage:     st.js(),
-		MaxMsgs:     r.MaxMsgs,
-		MaxAge:      r.MaxAge,
-		Discard:     jetstream.DiscardOld,
-		Replicas:    o.replicasFor(ctx, js, EventStreamName(session)),
+	s, err := placed(ctx, func() (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        EventStreamName(session),
+			Description: "switchyard session " + session + ": recent events",
+			Subjects:    []string{AllEvents(session)},
+			Storage:     st.js(),
+			MaxMsgs:     r.MaxMsgs,
+			MaxAge:      r.MaxAge,
+			Discard:     jetstream.DiscardOld,
+			Replicas:    o.replicasFor(ctx, js, EventStreamName(session)),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", EventStreamName(session), err)
@@ -387,11 +389,11 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 	var err error = jetstream.ErrBucketExists
 	if o.fresh {
 		cfg.Replicas = max(o.replicas, 1)
-		kv, err = js.CreateKeyValue(ctx, cfg)
+		kv, err = placed(ctx, func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, cfg) })
 	}
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		cfg.Replicas = o.replicasFor(ctx, js, "KV_"+KVName(session))
-		kv, err = js.CreateOrUpdateKeyValue(ctx, cfg)
+		kv, err = placed(ctx, func() (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
@@ -405,9 +407,11 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 		return nil, err
 	}
 	o := newOptions(opts)
-	obj, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-		Bucket: ObjectsName(session), Description: "switchyard session " + session + ": artifacts",
-		Storage: st.js(), Replicas: o.replicasFor(ctx, js, "OBJ_"+ObjectsName(session)),
+	obj, err := placed(ctx, func() (jetstream.ObjectStore, error) {
+		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket: ObjectsName(session), Description: "switchyard session " + session + ": artifacts",
+			Storage: st.js(), Replicas: o.replicasFor(ctx, js, "OBJ_"+ObjectsName(session)),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: object store %s: %w", ObjectsName(session), err)
@@ -483,9 +487,11 @@ func Leases(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Opt
 	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
 	}
-	kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: LeaseBucket, Description: "switchyard: which process runs each session",
-		Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+LeaseBucket),
+	kv, err = placed(ctx, func() (jetstream.KeyValue, error) {
+		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: LeaseBucket, Description: "switchyard: which process runs each session",
+			Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+LeaseBucket),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
