@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/broker"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // Lost deliveries. The session's consumer waits a year for an
@@ -71,9 +72,9 @@ type consumerWatch struct {
 	wake   chan struct{} // one pending wake-up
 	gap    atomic.Bool   // a feed lost a delivery: re-create
 	check  atomic.Bool   // the connection or the pull was lost: look
+	why    atomic.Value  // string: what the gap was
 	cancel context.CancelFunc
 	done   chan struct{}
-	refeds atomic.Uint64 // re-creations, for tests and logs
 }
 
 func (w *consumerWatch) poke() {
@@ -120,8 +121,7 @@ func (s *System) deliverFed(f *feed, m jetstream.Msg) {
 	if d, ok := consumerSeq(m.Reply()); ok {
 		if last := f.last.Load(); d > last+1 {
 			f.torn.Store(true)
-			s.log.Warn("actors: a delivery of the session's consumer was lost; consuming again from its acknowledgement floor",
-				"delivery", d, "after", last)
+			s.watch.why.Store(fmt.Sprintf("delivery %d came after %d", d, last))
 			s.watch.gap.Store(true)
 			s.watch.poke()
 			return
@@ -186,26 +186,26 @@ func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
 		switch {
 		case s.watch.gap.Swap(false):
 			s.watch.check.Store(false)
-			s.resync(ctx)
+			why, _ := s.watch.why.Load().(string)
+			s.resync(ctx, why)
 		case s.watch.check.Swap(false):
-			if s.lostTail(ctx) {
-				s.log.Warn("actors: deliveries of the session's consumer were lost; consuming again from its acknowledgement floor")
-				s.resync(ctx)
+			if seen, delivered, lost := s.lostTail(ctx); lost {
+				s.resync(ctx, fmt.Sprintf("the server made %d deliveries, %d arrived", delivered, seen))
 			}
 		}
 	}
 }
 
 // lostTail reports whether the server counts deliveries to the current
-// feed that the feed has not had tailGrace later.
-func (s *System) lostTail(ctx context.Context) bool {
+// feed that the feed has not had tailGrace later (lost), with the consumer
+// sequence of the feed's last delivery and the server's count.
+func (s *System) lostTail(ctx context.Context) (seen, delivered uint64, lost bool) {
 	s.mu.Lock()
 	f, cons := s.feed, s.consumer
 	s.mu.Unlock()
 	if f == nil || cons == nil {
-		return false
+		return 0, 0, false
 	}
-	var delivered uint64
 	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
 		info, err := cons.Info(ctx)
 		if err == nil {
@@ -217,29 +217,34 @@ func (s *System) lostTail(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			s.log.Warn("actors: consumer state", "err", err)
 		}
-		return false // a loss shows as a gap at the next delivery
+		return 0, 0, false // a loss shows as a gap at the next delivery
 	}
 	if delivered <= f.last.Load() {
-		return false
+		return 0, 0, false
 	}
 	t := time.NewTimer(tailGrace)
 	defer t.Stop()
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-		return false
+		return 0, 0, false
 	}
-	return !f.torn.Load() && f.last.Load() < delivered
+	seen = f.last.Load()
+	return seen, delivered, !f.torn.Load() && seen < delivered
 }
 
 // resync re-creates the consumer and its feed, trying again (every
-// second) until it succeeds or ctx ends.
-func (s *System) resync(ctx context.Context) {
+// second) until it succeeds or ctx ends, and says so: a session.warning
+// event (a line in serve's log) and the log.
+func (s *System) resync(ctx context.Context, why string) {
 	start := uint64(0) // not known yet
 	for {
 		err := s.refeed(ctx, &start)
 		if err == nil {
-			s.watch.refeds.Add(1)
+			msg := fmt.Sprintf("deliveries of the session's consumer were lost on the way (%s): "+
+				"its envelopes from stream sequence %d are delivered again", why, start)
+			s.log.Warn("actors: " + msg)
+			s.Emit(&pb.Event{Kind: "session.warning", Message: msg})
 			return
 		}
 		if ctx.Err() != nil {
@@ -278,7 +283,7 @@ func (s *System) refeed(ctx context.Context, start *uint64) error {
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			// Gone (a re-creation that failed halfway): from where a
 			// restart would start, below every floor since.
-			*start = s.restartStart()
+			*start = max(s.restartStart(), 1)
 		} else if err != nil {
 			return err
 		}

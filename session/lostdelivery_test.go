@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -34,6 +36,7 @@ type lossRig struct {
 	fired   map[string]int // handler runs, by the text of an envelope they got
 	more    chan struct{}  // a firing
 	release chan struct{}  // closed: slow's handler returns
+	refed   []string       // the session.warning events of a lost delivery
 }
 
 func newLossRig(t *testing.T, id string) *lossRig {
@@ -79,6 +82,13 @@ func newLossRig(t *testing.T, id string) *lossRig {
 			}
 			return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 		})
+	}
+	cfg.Observer = func(ev *pb.Event) {
+		if ev.Kind == "session.warning" && strings.Contains(ev.Message, "lost on the way") {
+			l.mu.Lock()
+			l.refed = append(l.refed, ev.Message)
+			l.mu.Unlock()
+		}
 	}
 	require.NoError(t, cfg.Registry.Replace(nodes.Info{Type: "custom.echo", Handler: handler(false)}))
 	require.NoError(t, cfg.Registry.Replace(nodes.Info{Type: "custom.flaky", Handler: handler(true)}))
@@ -184,6 +194,7 @@ func (l *lossRig) once(texts ...string) {
 	}
 	require.Len(l.t, l.fired, len(texts), "firings: %v", l.fired)
 	l.mu.Unlock()
+	l.t.Logf("consumer re-created %d times: %q", len(l.refed), l.refed)
 	hist, err := session.History(l.ctx, l.b, l.s.ID())
 	require.NoError(l.t, err)
 	consumed := map[string]int{}
@@ -221,6 +232,7 @@ func TestDeliveryLostWithConnection(t *testing.T) {
 	l.waitFired(20*time.Second, "e2")
 	l.finish()
 	l.once("h", "e0", "e1", "e2")
+	require.Len(t, l.refed, 1, "the consumer was made again once")
 }
 
 // TestDeliveryLostOnLiveConnection: one delivery never reaches the
@@ -248,6 +260,7 @@ func TestDeliveryLostOnLiveConnection(t *testing.T) {
 	l.waitFired(20*time.Second, "e3")
 	l.finish()
 	l.once("h", "e0", "e1", "e2", "e3")
+	require.Len(t, l.refed, 1, "the consumer was made again once")
 }
 
 // TestOutsideServerRestarts: the one nats-server of a durable session
