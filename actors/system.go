@@ -312,9 +312,8 @@ func New(cfg Config) (*System, error) {
 		s.Stop()
 		return nil, fmt.Errorf("actors: subscribe: %w", err)
 	}
-	// Only now, the lease held and the journal's state restored, do the
-	// schedule nodes arm: a missed tick fires once, late (cron.missed
-	// says when one is too old to).
+	// The schedule nodes arm; a missed tick waits for CatchUp (cron.missed
+	// says when one is too old to fire).
 	s.emitScheduler(s.sched.Start())
 	return s, nil
 }
@@ -367,6 +366,12 @@ func (s *System) fatal(reason string) {
 		s.cfg.OnFatal(reason)
 	}
 }
+
+// CatchUp fires, once, the cron ticks missed while nobody ran the session
+// (scheduler.Start found them from the restored state). The owner calls
+// it once it holds the session's lease and its journal is wired, so that
+// the late firing is committed with the tick it stands for.
+func (s *System) CatchUp() { s.sched.CatchUp() }
 
 // Scheduler returns the session's scheduler (gate states, explain).
 func (s *System) Scheduler() *scheduler.Scheduler { return s.sched }

@@ -75,9 +75,10 @@
 // exactly when the firing's journal record commits it. Start, which the
 // owner calls once it holds the session and Restore brought the journal's
 // state back, compares each node's last tick with now: the latest
-// scheduled time in between fires once, at once (a NoticeTimer, then a
-// Decision with Late and Missed), if it is at most the node's Catchup
-// old; otherwise none fires and Start returns a cron.missed event. So a
+// scheduled time in between is to fire once if it is at most the node's
+// Catchup old, and CatchUp — called once the owner can commit a firing —
+// fires it (a NoticeTimer, then a Decision with Late and Missed);
+// otherwise none fires and Start returns a cron.missed event. So a
 // tick due while nobody owned the session fires late, once, and a tick
 // already committed never fires again, whichever process starts next.
 //

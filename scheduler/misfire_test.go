@@ -19,6 +19,7 @@ func resumed(t *testing.T, src string, snap scheduler.Snapshot, now time.Time) (
 	require.NoError(t, err)
 	s.Restore(snap)
 	evs := s.Start()
+	s.CatchUp()
 	t.Cleanup(s.Close)
 	return s, ns, evs
 }

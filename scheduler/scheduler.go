@@ -35,6 +35,7 @@ type Scheduler struct {
 	// and Admit has not yet taken, in order (zero for an explicit trigger).
 	ticks    map[string]time.Time
 	due      map[string][]time.Time
+	late     []string              // the schedule nodes CatchUp fires
 	states   map[string]*GateState // made on a node's first change (stateFor): idle until then
 	started  time.Time             // when the scheduler was made: the Since of a node never changed
 	iters    iterations
@@ -271,19 +272,20 @@ func (s *Scheduler) armer(node string) func(time.Duration) clock.Timer {
 // Start arms the cron gates and the session's stall watchdog. The owner
 // calls it once it holds the session (its lease) and Restore brought the
 // journal's state back: a schedule node whose schedule had times after
-// its last tick (Snapshot.Ticks) and at or before now fires the latest
-// of them once, at once, when it is no older than the node's Catchup;
-// older ones are skipped, and the returned cron.missed events say so.
-// A schedule node with no recorded tick starts from now.
+// its last tick (Snapshot.Ticks) and at or before now is to fire the
+// latest of them once, late, when it is no older than the node's
+// Catchup — CatchUp fires it; older ones are skipped, and the returned
+// cron.missed events say so. A schedule node with no recorded tick
+// starts from now.
 func (s *Scheduler) Start() []Event {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.crons))
 	for id := range s.crons {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	var evs []Event
-	var late []string
 	now := s.clk.Now()
 	for _, id := range ids {
 		g := s.crons[id]
@@ -295,16 +297,26 @@ func (s *Scheduler) Start() []Event {
 		e, fire := g.resume(id, last, s.cfg.Nodes[id].Catchup)
 		evs = append(evs, e...)
 		if fire {
-			late = append(late, id)
+			s.late = append(s.late, id)
 		}
 		s.setGateWait(id, g.Waiting())
 	}
 	s.armWatchdog()
+	return evs
+}
+
+// CatchUp fires the missed cron times Start found (a NoticeTimer each;
+// the node's Timer then fires it and arms its next time). The owner calls
+// it once a firing can be committed — its journal wired — so that the
+// late tick's record carries the tick; until then those nodes wait.
+func (s *Scheduler) CatchUp() {
+	s.mu.Lock()
+	late := s.late
+	s.late = nil
 	s.mu.Unlock()
 	for _, id := range late {
 		s.notify(Notice{Node: id, Kind: NoticeTimer})
 	}
-	return evs
 }
 
 // Close stops every timer.

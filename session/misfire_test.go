@@ -107,12 +107,17 @@ func TestCronMisfire(t *testing.T) {
 
 	s, err := session.Start(ctx, cfg)
 	require.NoError(t, err)
-	onTime(s, 10)
+	// Stopped before its first tick, resumed after it: the schedule's
+	// start was recorded, 10:00 fires late.
+	s = stopUntil(s, at(10, 5))
+	ev := nextEvent("cron.late")
+	require.Equal(t, "2026-03-01T10:00:00Z", attr(ev, "scheduled"))
+	require.Equal(t, tickRun{at: at(10, 5), scheduled: at(10, 0), late: "true"}, nextRun())
 
 	// Stopped (the owner gone) across 11:00, resumed at 11:20: 11:00 fires
 	// once, at once, late.
 	s = stopUntil(s, at(11, 20))
-	ev := nextEvent("cron.late")
+	ev = nextEvent("cron.late")
 	require.Equal(t, "2026-03-01T11:00:00Z", attr(ev, "scheduled"))
 	require.Equal(t, "true", attr(ev, "late"))
 	require.Equal(t, "1", attr(ev, "missed"))

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"time"
 
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -132,4 +133,49 @@ func kvMap(kvs []*pb.KV) map[string]string {
 		m[kv.GetKey()] = kv.GetValue()
 	}
 	return m
+}
+
+// cronSince gives each schedule node the checkpoint records no last tick
+// for (nothing was committed since its schedule started, or an earlier
+// version wrote the journal) the time after which none of its ticks can
+// have been committed: the last record's time, or when the session
+// started if it has none. A tick is committed at or after its scheduled
+// time, so a resume fires the time missed after that (scheduler.Start's
+// catch-up) and never one already fired. Without it such a node would
+// start from now, and the first tick of a session whose owner died
+// before anything was committed would be lost.
+func cronSince(ctx context.Context, cfg *Config, cp *Checkpoint) {
+	var missing []string
+	for _, n := range cfg.Graph.Nodes {
+		if n.Attrs.String("trigger") != scheduler.TriggerSchedule {
+			continue
+		}
+		if cp.Scheduler != nil {
+			if _, ok := cp.Scheduler.Ticks[n.ID]; ok {
+				continue
+			}
+		}
+		missing = append(missing, n.ID)
+	}
+	if len(missing) == 0 {
+		return
+	}
+	var since time.Time
+	if cp.Seq > 0 {
+		since = cp.Timestamp
+	} else if m, err := ReadMeta(ctx, cfg.Broker, cfg.ID); err == nil {
+		since = m.Started
+	}
+	if since.IsZero() {
+		return // unknown: the schedule starts from now
+	}
+	if cp.Scheduler == nil {
+		cp.Scheduler = &scheduler.Snapshot{}
+	}
+	if cp.Scheduler.Ticks == nil {
+		cp.Scheduler.Ticks = map[string]time.Time{}
+	}
+	for _, id := range missing {
+		cp.Scheduler.Ticks[id] = since
+	}
 }

@@ -352,6 +352,8 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		// A new session: its stream holds nothing yet, so nothing of the
 		// original's is delivered again; the pending envelopes are its own.
 		cp.SessionID, cp.Consumed = cfg.ID, nil
+	} else if cfg.Durable {
+		cronSince(ctx, &cfg, cp)
 	}
 	s, err := newSessionWith(cfg, cp, cl)
 	if err != nil {
@@ -650,11 +652,13 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if s.lease != nil {
 		s.lease.renew(s.leaseLost)
 	}
-	// The journal is wired: durable nodes may receive now.
+	// The journal is wired: durable nodes may receive now, and a schedule
+	// node fires the tick it missed while nobody ran the session.
 	if err := sys.StartConsuming(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("session: %w", err)
 	}
+	sys.CatchUp()
 	return s, nil
 }
 
