@@ -39,10 +39,15 @@ type lossRig struct {
 	refed   []string       // the session.warning events of a lost delivery
 }
 
-func newLossRig(t *testing.T, id string) *lossRig {
+func newLossRig(t *testing.T, id string) *lossRig { return newLossRigOn(t, id, 1) }
+
+// newLossRigOn is the rig on a cluster of n servers (the session's
+// resources with n replicas), the process connected to the first one
+// through the proxy.
+func newLossRigOn(t *testing.T, id string, n int) *lossRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
-	srv := brokertest.StartCluster(t, 1)
+	srv := brokertest.StartCluster(t, n)
 	px := brokertest.StartProxy(t, srv.HostPort(0))
 	b, err := broker.Start(ctx, broker.Config{URL: px.URL()})
 	require.NoError(t, err)
@@ -62,6 +67,7 @@ func newLossRig(t *testing.T, id string) *lossRig {
 		src -> work [delivery=queue]
 		src -> slow [delivery=queue]
 	}`, id)
+	cfg.Replicas = n
 	handler := func(wait bool) nodes.Handler {
 		return nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 			l.mu.Lock()
@@ -217,7 +223,16 @@ func (l *lossRig) once(texts ...string) {
 // meanwhile (below the lost one) and one consumed after it are not run
 // again, and every envelope ends acknowledged.
 func TestDeliveryLostWithConnection(t *testing.T) {
-	l := newLossRig(t, "lostconn")
+	t.Run("one server", func(t *testing.T) { lostWithConnection(t, newLossRig(t, "lostconn")) })
+	t.Run("three servers", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("a three-server cluster: not with -short")
+		}
+		lostWithConnection(t, newLossRigOn(t, "lostconn3", 3))
+	})
+}
+
+func lostWithConnection(t *testing.T, l *lossRig) {
 	l.holding("h")
 	l.publish("e0")
 	l.waitFired(20*time.Second, "e0")
@@ -225,8 +240,10 @@ func TestDeliveryLostWithConnection(t *testing.T) {
 	l.px.Lose()
 	l.publish("e1")
 	l.delivered(3)
+	cut := time.Now()
 	l.px.Cut()
 	l.waitFired(30*time.Second, "e1")
+	t.Logf("the lost envelope fired %v after the connection was cut", time.Since(cut).Round(time.Millisecond))
 
 	l.publish("e2")
 	l.waitFired(20*time.Second, "e2")
@@ -241,7 +258,16 @@ func TestDeliveryLostWithConnection(t *testing.T) {
 // shows the gap in the consumer's sequence, and both envelopes fire, once;
 // so do the held and the consumed envelope of the test above.
 func TestDeliveryLostOnLiveConnection(t *testing.T) {
-	l := newLossRig(t, "lostlive")
+	t.Run("one server", func(t *testing.T) { lostOnLiveConnection(t, newLossRig(t, "lostlive")) })
+	t.Run("three servers", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("a three-server cluster: not with -short")
+		}
+		lostOnLiveConnection(t, newLossRigOn(t, "lostlive3", 3))
+	})
+}
+
+func lostOnLiveConnection(t *testing.T, l *lossRig) {
 	l.holding("h")
 	l.publish("e0")
 	l.waitFired(20*time.Second, "e0")
@@ -254,7 +280,9 @@ func TestDeliveryLostOnLiveConnection(t *testing.T) {
 		t.Fatal("the server never delivered e1")
 	}
 	l.publish("e2")
+	sent := time.Now()
 	l.waitFired(30*time.Second, "e1", "e2")
+	t.Logf("the lost envelope fired %v after the next one was acknowledged", time.Since(sent).Round(time.Millisecond))
 
 	l.publish("e3")
 	l.waitFired(20*time.Second, "e3")
