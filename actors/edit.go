@@ -34,8 +34,12 @@ type reconfigure struct {
 	held []scheduler.Input // what the node's old gate held, to offer again
 }
 
-// retire removes a node: it finishes its current work and stops.
-type retire struct{}
+// retire removes a node: it finishes its current work and stops. held is
+// what its gate held when the scheduler forgot it (a join's arrivals, a
+// manual gate's), dropped on record with what its buffers hold.
+type retire struct {
+	held []scheduler.Input
+}
 
 // ApplyEdit replaces the running graph by g (already validated): added
 // nodes start, removed nodes finish their current work and stop, changed
@@ -188,7 +192,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 	}
 	s.dropRoutesOf(ed.Removed)
 	for _, id := range ed.Removed {
-		s.wake(id, &retire{})
+		s.wake(id, &retire{held: held[id]})
 	}
 	if s.cfg.JetStream != nil && len(both) > len(topo.subjects) {
 		// Nothing routes on the removed subjects any more. Should the
@@ -219,8 +223,13 @@ func (a *nodeActor) reconfigured(m *reconfigure) {
 }
 
 // retired stops the node once it is idle; what it still holds is reported.
-func (a *nodeActor) retired(c actor.Context) {
+func (a *nodeActor) retired(c actor.Context, m *retire) {
 	a.retiring = true
+	if m != nil {
+		for _, in := range m.held {
+			a.removedHeld = append(a.removedHeld, in.Item.(*pb.Envelope))
+		}
+	}
 	if a.running {
 		return // the current work completes first
 	}
@@ -234,6 +243,8 @@ func (a *nodeActor) retired(c actor.Context) {
 			a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
 		}
 		a.queue, a.head = nil, nil
+		a.discard(a.removedHeld, "node "+a.node.ID+" was removed by a live edit")
+		a.removedHeld = nil
 	}
 	if a.inflight > 0 {
 		return // the records on their way are acknowledged first (committed)

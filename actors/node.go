@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -118,7 +119,9 @@ type nodeActor struct {
 	gateSaid string
 	retiring bool // removed by a live edit: stop once idle
 	emptied  bool // retiring: what the buffers held was discarded
-	halted   bool // the scheduler stopped the node for good: what arrives is refused
+	// removedHeld: what the node's gate held when a live edit removed it
+	removedHeld []*pb.Envelope
+	halted      bool // the scheduler stopped the node for good: what arrives is refused
 
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed
@@ -410,7 +413,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.take()
 		a.tryFire(c)
 	case *retire:
-		a.retired(c)
+		a.retired(c, m)
 	case *bufferQuery:
 		m.reply <- a.bufferStats()
 	case *actor.Stopping:
@@ -448,7 +451,7 @@ func (a *nodeActor) stopIdle() bool {
 func (a *nodeActor) afterFiring(c actor.Context) {
 	a.s.quiesce.poke()
 	if a.retiring {
-		a.retired(c)
+		a.retired(c, nil)
 		return
 	}
 	a.take()
@@ -585,6 +588,13 @@ func (a *nodeActor) pullAll() {
 
 func (a *nodeActor) offer(edge string, env *pb.Envelope) {
 	d, err := a.s.sched.Offer(a.node.ID, edge, env)
+	if errors.Is(err, scheduler.ErrUnknownNode) {
+		// A live edit removed the node since its gate wanted the envelope
+		// (its retire message is on its way): dropped on record, as what
+		// its buffers hold will be.
+		a.discard([]*pb.Envelope{env}, "node "+a.node.ID+" was removed by a live edit")
+		return
+	}
 	if err != nil {
 		a.s.log.Error("actors: offer", "node", a.node.ID, "err", err)
 		return
@@ -729,6 +739,12 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	}
 	t, w, evs := a.s.sched.Admit(a.node.ID)
 	a.s.emitScheduler(evs)
+	if w != nil && errors.Is(w.Err, scheduler.ErrUnknownNode) {
+		// A live edit removed the node since the batch was queued: not a
+		// refusal — the retire message on its way drops the queue on
+		// record with the rest of what the node holds.
+		return
+	}
 	if w != nil {
 		if w.Stop {
 			// The node will not run again: everything it holds, queued or

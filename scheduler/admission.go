@@ -47,7 +47,7 @@ func (s *Scheduler) Admit(node string) (*Ticket, *Wait, []Event) {
 func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string) {
 	nc := s.cfg.Nodes[node]
 	if nc == nil {
-		return nil, &Wait{Stop: true, Reason: "unknown node " + node}, nil, nil
+		return nil, &Wait{Stop: true, Err: ErrUnknownNode, Reason: "unknown node " + node}, nil, nil
 	}
 	if err, stop := s.stopped[node]; stop {
 		s.takeDue(node)

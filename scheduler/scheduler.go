@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -373,10 +374,14 @@ func (s *Scheduler) StallTimeout() []Event {
 	return []Event{{Kind: EventStallDetected, Reason: reason, Fields: fields}}
 }
 
+// ErrUnknownNode is the error of a call about a node the scheduler does
+// not know (any more: a live edit's Reconfigure removed it).
+var ErrUnknownNode = errors.New("scheduler: unknown node")
+
 func (s *Scheduler) gate(node string) (Gate, error) {
 	g, ok := s.gates[node]
 	if !ok {
-		return nil, fmt.Errorf("scheduler: unknown node %q", node)
+		return nil, fmt.Errorf("%w %q", ErrUnknownNode, node)
 	}
 	return g, nil
 }

@@ -113,3 +113,29 @@ func TestLiveEditUnderStream(t *testing.T) {
 		require.NotContains(t, got["neu"], txt, "an envelope reached both the removed and the added node")
 	}
 }
+
+// TestLiveEditRemovesHoldingJoin: a join node that holds an arrival (it
+// waits for its other edge) is removed by a live edit; the envelope its
+// gate held is reported dropped, not lost without a word.
+func TestLiveEditRemovesHoldingJoin(t *testing.T) {
+	const v1 = `digraph s { kind="session"; x [prompt="x"]; y [prompt="y"]; j [prompt="join", trigger=all]; x -> j; y -> j }`
+	const v2 = `digraph s { kind="session"; x [prompt="x"]; y [prompt="y"] }`
+	sv := serveSession(t, v1, nil)
+	sv.pub("x", "work")
+	sv.wait("gate.waiting", "j")
+	ed, diags, err := sv.s.Edit("v2.dot", []byte(v2))
+	require.NoError(t, err, "%v", diags)
+	require.Equal(t, []string{"j"}, ed.Removed)
+	sv.wait("node.removed", "j")
+	var dropped []string
+	for _, ev := range sv.seen {
+		if ev.Kind == "envelope.dropped" && ev.Node == "j" {
+			for _, kv := range ev.Attrs {
+				if kv.Key == "envelopes" {
+					dropped = append(dropped, strings.Split(kv.Value, ",")...)
+				}
+			}
+		}
+	}
+	require.Len(t, dropped, 1, "x's envelope, held by j's gate, is reported dropped")
+}
