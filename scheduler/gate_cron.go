@@ -52,18 +52,23 @@ const maxMissedCount = 10000
 // at or before now (missed: nobody owned the session then), the latest
 // of them fires once at once if it is no older than catchup (0: never);
 // otherwise they are skipped and the returned event says so. Either way
-// the next time after now follows. now reports a catch-up: the owner
-// fires it (Timer) at once, which arms the next time.
-func (g *gateCron) resume(node string, last time.Time, catchup time.Duration) (evs []Event, now bool) {
+// the next time after now follows. fireNow reports a catch-up: the owner
+// fires it (Timer) at once, which arms the next time. A schedule with no
+// time to come (Next is zero: "0 0 30 2 *") is armed as start arms it.
+func (g *gateCron) resume(node string, last time.Time, catchup time.Duration) (evs []Event, fireNow bool) {
 	at := g.clk.Now()
 	first := g.sched.Next(last)
+	if first.IsZero() {
+		g.start()
+		return nil, false
+	}
 	if first.After(at) {
 		g.next = first
 		g.timer = g.arm(first.Sub(at))
 		return nil, false
 	}
 	latest, n := first, 1
-	for t := g.sched.Next(first); !t.After(at); t = g.sched.Next(t) {
+	for t := g.sched.Next(first); !t.IsZero() && !t.After(at); t = g.sched.Next(t) {
 		latest, n = t, n+1
 		if n == maxMissedCount {
 			// Jump to the last stretch: the latest is what matters.
@@ -101,7 +106,7 @@ func (g *gateCron) lastBefore(now, from time.Time) time.Time {
 			start = from
 		}
 		var latest time.Time
-		for t := g.sched.Next(start); !t.After(now); t = g.sched.Next(t) {
+		for t := g.sched.Next(start); !t.IsZero() && !t.After(now); t = g.sched.Next(t) {
 			latest = t
 		}
 		if !latest.IsZero() || start.Equal(from) {

@@ -103,3 +103,12 @@ func TestCronCatchUpOff(t *testing.T) {
 	require.True(t, d.Fire)
 	require.True(t, d.Scheduled.IsZero())
 }
+
+// TestCronCatchUpNoTimeToCome: a schedule with no time to come (30
+// February) resumes without looping.
+func TestCronCatchUpNoTimeToCome(t *testing.T) {
+	snap := scheduler.Snapshot{Ticks: map[string]time.Time{"d": t0}}
+	_, ns, evs := resumed(t, `digraph g { d [trigger=schedule, schedule="0 0 30 2 *"] }`, snap, t0.Add(time.Hour))
+	require.Empty(t, evs)
+	require.Empty(t, ns.take())
+}
