@@ -2,8 +2,10 @@ package brokertest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,15 +27,49 @@ type Cluster struct {
 	names []string
 }
 
-// freePort is a loopback port nobody listens on now.
+// freePort is a loopback port nobody listens on now, below the kernel's
+// ephemeral port range. A cluster's server that Kill stops listens again
+// on the same port at Restart; a port of the ephemeral range may be taken
+// meanwhile as the local port of an outgoing connection — among them the
+// redials of the killed server by its peers and clients, one of which
+// may connect to itself (a TCP self-connect) — and the restarted server
+// then cannot listen (ReadyForConnections gave up after 20 s). No
+// outgoing connection gets a port below the range.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("brokertest: %v", err)
+	const base = 10000
+	lo := ephemeralLow()
+	for range 1000 {
+		p := base + rand.IntN(lo-base)
+		if _, taken := givenPorts.LoadOrStore(p, true); taken {
+			continue // another cluster of this process has it
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("brokertest: no free port below %d", lo)
+	return 0
+}
+
+// givenPorts are the ports freePort gave out (a killed server's port
+// must not go to another cluster while it is down).
+var givenPorts sync.Map
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
+// 32768 where it cannot be read).
+func ephemeralLow() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // StartCluster starts n servers (3 for JetStream R3) with fixed loopback
