@@ -301,9 +301,11 @@ func TestJournalCompaction(t *testing.T) {
 	hist, err := session.History(ctx, b, "jc")
 	require.NoError(t, err)
 	// Kept: the last 50 records from the start of the entry holding the
-	// 50th last (entries hold up to 64 records), and at most 64 written
-	// since the last compaction.
-	require.LessOrEqual(t, len(hist), 50+64+64, "older records were compacted")
+	// 50th last (entries hold up to 64 records), at most 64 written since
+	// the last compaction, and 64 more when that compaction found the one
+	// before it still running and left its work to the next
+	// (maintainLocked): under load, 218 records were kept once.
+	require.LessOrEqual(t, len(hist), 50+64+64+64, "older records were compacted")
 	require.Greater(t, hist[0].Seq, uint64(1))
 	cp, err := session.LoadCheckpoint(ctx, b, "jc", 0)
 	require.NoError(t, err)
