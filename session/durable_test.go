@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,7 +189,7 @@ func TestDurableRideThrough(t *testing.T) {
 		require.NoError(t, err)
 		return b
 	}
-	srv := external("127.0.0.1:0")
+	srv := external("127.0.0.1:" + strconv.Itoa(brokertest.FreePort(t))) // restarted on it
 	url := srv.ClientURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -27,15 +27,16 @@ type Cluster struct {
 	names []string
 }
 
-// freePort is a loopback port nobody listens on now, below the kernel's
+// FreePort is a loopback port nobody listens on now, below the kernel's
 // ephemeral port range. A cluster's server that Kill stops listens again
 // on the same port at Restart; a port of the ephemeral range may be taken
 // meanwhile as the local port of an outgoing connection — among them the
 // redials of the killed server by its peers and clients, one of which
 // may connect to itself (a TCP self-connect) — and the restarted server
 // then cannot listen (ReadyForConnections gave up after 20 s). No
-// outgoing connection gets a port below the range.
-func freePort(t testing.TB) int {
+// outgoing connection gets a port below the range. A test that stops and
+// starts a server of its own on one port takes it from here too.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	const base = 10000
 	lo := ephemeralLow()
@@ -55,7 +56,7 @@ func freePort(t testing.TB) int {
 	return 0
 }
 
-// givenPorts are the ports freePort gave out (a killed server's port
+// givenPorts are the ports FreePort gave out (a killed server's port
 // must not go to another cluster while it is down).
 var givenPorts sync.Map
 
@@ -82,7 +83,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 	c := &Cluster{t: t}
 	routePorts := make([]int, n)
 	for i := range routePorts {
-		routePorts[i] = freePort(t)
+		routePorts[i] = FreePort(t)
 	}
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
@@ -95,7 +96,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		name := fmt.Sprintf("n%d", i+1)
 		c.names = append(c.names, name)
 		o := &server.Options{
-			ServerName: name, Host: "127.0.0.1", Port: freePort(t), NoSigs: true, NoLog: true,
+			ServerName: name, Host: "127.0.0.1", Port: FreePort(t), NoSigs: true, NoLog: true,
 			JetStream: true, StoreDir: filepath.Join(dir, name),
 		}
 		if n > 1 {
