@@ -127,16 +127,23 @@ func TestDispatchAgainAfterTakeover(t *testing.T) {
 	// attempt id; and once more for a third owner.
 	outs, err := b.JetStream().Stream(ctx, pool.OutcomeStream)
 	require.NoError(t, err)
+	work, err := b.JetStream().Stream(ctx, pool.Stream)
+	require.NoError(t, err)
 	for want := 2; want <= 3; want++ {
-		// The last run's outcome reached its owner as the stream stored it:
-		// purged once it is stored (else it lands after the purge).
+		// The last run's outcome reached its owner as the stream stored it,
+		// and its worker acknowledges the job after that: the outcome is
+		// purged once it is stored (else it lands after the purge) and the
+		// job is gone from the work stream (else the next owner finds it
+		// held and waits for its outcome, which the purge took).
 		for {
-			info, err := outs.Info(ctx)
+			oi, err := outs.Info(ctx)
 			require.NoError(t, err)
-			if info.State.Msgs > 0 {
+			wi, err := work.Info(ctx)
+			require.NoError(t, err)
+			if oi.State.Msgs > 0 && wi.State.Msgs == 0 {
 				break
 			}
-			time.Sleep(5 * time.Millisecond) // polling the stream
+			time.Sleep(5 * time.Millisecond) // polling the streams
 		}
 		require.NoError(t, outs.Purge(ctx))
 		h, err = (&pool.Dispatcher{NC: b.Conn(), JS: b.JetStream(), Storage: b.Storage()}).Handler("p")
