@@ -476,12 +476,27 @@ const LeaseBucket = "sy_leases"
 // Leases creates or opens the lease bucket.
 func Leases(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Option) (jetstream.KeyValue, error) {
 	o := newOptions(opts)
-	kv, err := js.KeyValue(ctx, LeaseBucket)
+	// Each lookup is bounded and made again while it goes unanswered: an
+	// API request whose answer was lost (a server of the cluster
+	// restarted) otherwise waited for as long as ctx allowed — a resume
+	// after a server restart hung for minutes in TestClusterReplicas.
+	var kv jetstream.KeyValue
+	err := Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		kv, err = js.KeyValue(ctx, LeaseBucket)
+		return err
+	})
 	if err == nil {
 		if o.replicas <= 1 {
 			return kv, nil
 		}
-		if s, err := js.Stream(ctx, "KV_"+LeaseBucket); err == nil && s.CachedInfo().Config.Replicas >= o.replicas {
+		var s jetstream.Stream
+		err := Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			var err error
+			s, err = js.Stream(ctx, "KV_"+LeaseBucket)
+			return err
+		})
+		if err == nil && s.CachedInfo().Config.Replicas >= o.replicas {
 			return kv, nil
 		}
 	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
