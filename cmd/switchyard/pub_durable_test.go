@@ -28,41 +28,13 @@ func TestPubDurable(t *testing.T) {
 	require.NoError(t, os.WriteFile(file, []byte(`digraph in { kind=session; a [prompt="answer"] }`), 0o644))
 	admin := []string{"--nats", url, "--token", "adm"}
 
-	// serveOnce runs the command (serve, or resume of the stopped session)
-	// until switchyard stop ends it.
-	serveOnce := func(args ...string) (stop func()) {
-		var stdout, stderr syncBuffer
-		done := make(chan int, 1)
-		go func() {
-			done <- execute(append(args, admin...), &stdout, &stderr)
-		}()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			code, out, _ := cli(t, append([]string{"sessions", "--timeout", "300ms"}, admin...)...)
-			if code == 0 && strings.Contains(out, "in") {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "serve never listed its session: %s", stderr.String())
-		}
-		return func() {
-			code, _, errOut := cli(t, append([]string{"stop", "in", "--timeout", "3s"}, admin...)...)
-			require.Equal(t, 0, code, errOut)
-			select {
-			case code := <-done:
-				require.Equal(t, 0, code, stderr.String())
-			case <-time.After(20 * time.Second):
-				t.Fatal("serve did not exit")
-			}
-		}
-	}
-
 	watcher, err := nats.Connect(url, nats.Token("adm"))
 	require.NoError(t, err)
 	defer watcher.Close()
 	var log syncBuffer
 	events := watchEvents(t, watcher, "sy.in.evt.>", &log)
 
-	stop := serveOnce("serve", file, "--id", "in", "--logs", filepath.Join(dir, "logs"))
+	stop := serveOnce(t, "in", admin, "serve", file, "--id", "in", "--logs", filepath.Join(dir, "logs"))
 	code, out, errOut := cli(t, "pub", "in", "a", "first", "--nats", url, "--token", "out")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "(stored: SY_in #")
@@ -109,9 +81,38 @@ func TestPubDurable(t *testing.T) {
 
 	// switchyard stop recorded the session's end: running it again is a
 	// deliberate reopen, which takes what was stored meanwhile.
-	stop = serveOnce("resume", "in", "--reopen")
+	stop = serveOnce(t, "in", admin, "resume", "in", "--reopen")
 	events.wait("node.completed", "a")
 	events.wait("node.completed", "a")
 	stop()
 	require.Equal(t, 3, events.count("node.completed", "a"), "each acknowledged envelope once")
+}
+
+// serveOnce runs a serve command (serve, or resume of a stopped session)
+// with the admin connection flags until it lists session id, and returns
+// what ends it: switchyard stop, then serve's exit 0.
+func serveOnce(t *testing.T, id string, admin []string, args ...string) (stop func()) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- execute(append(args, admin...), &stdout, &stderr) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, out, _ := cli(t, append([]string{"sessions", "--timeout", "300ms"}, admin...)...)
+		if code == 0 && strings.Contains(out, id) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "serve never listed its session: %s", stderr.String())
+	}
+	return func() {
+		t.Helper()
+		code, _, errOut := cli(t, append([]string{"stop", id, "--timeout", "3s"}, admin...)...)
+		require.Equal(t, 0, code, errOut)
+		select {
+		case code := <-done:
+			require.Equal(t, 0, code, stderr.String())
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not exit")
+		}
+	}
 }

@@ -36,36 +36,13 @@ func TestPubLargeSession(t *testing.T) {
 	file := filepath.Join(dir, "big.dot")
 	require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o644))
 	admin := []string{"--nats", url, "--token", "adm"}
-	serveOnce := func(args ...string) (stop func()) {
-		var stdout, stderr syncBuffer
-		done := make(chan int, 1)
-		go func() { done <- execute(append(args, admin...), &stdout, &stderr) }()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, out, _ := cli(t, append([]string{"sessions", "--timeout", "300ms"}, admin...)...)
-			if code == 0 && strings.Contains(out, "big") {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "serve never listed its session: %s", stderr.String())
-		}
-		return func() {
-			code, _, errOut := cli(t, append([]string{"stop", "big", "--timeout", "3s"}, admin...)...)
-			require.Equal(t, 0, code, errOut)
-			select {
-			case code := <-done:
-				require.Equal(t, 0, code, stderr.String())
-			case <-time.After(20 * time.Second):
-				t.Fatal("serve did not exit")
-			}
-		}
-	}
 	watcher, err := nats.Connect(url, nats.Token("adm"))
 	require.NoError(t, err)
 	defer watcher.Close()
 	var log syncBuffer
 	events := watchEvents(t, watcher, "sy.big.evt.>", &log)
 
-	stop := serveOnce("serve", file, "--id", "big", "--logs", filepath.Join(dir, "logs"))
+	stop := serveOnce(t, "big", admin, "serve", file, "--id", "big", "--logs", filepath.Join(dir, "logs"))
 	code, out, errOut := cli(t, "pub", "big", "n599", "first", "--nats", url, "--token", "out")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "(stored: SY_big #")
@@ -93,7 +70,7 @@ func TestPubLargeSession(t *testing.T) {
 		}
 		require.True(t, time.Now().Before(deadline), "pub never said it waits: %s", pubErr.String())
 	}
-	stop = serveOnce("resume", "big", "--reopen")
+	stop = serveOnce(t, "big", admin, "resume", "big", "--reopen")
 	select {
 	case code := <-pubDone:
 		require.Equal(t, 0, code, pubErr.String())
