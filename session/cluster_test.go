@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
-	"github.com/switchyard/switchyard/internal/brokertest"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
@@ -30,15 +29,7 @@ const clusterGraph = `digraph q { kind="session"; stall_after=0
 // the node exactly once. A resume that asks for one replica scales nothing
 // down.
 func TestClusterReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cl := brokertest.StartCluster(t, 3)
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	ctx, cl, b := onCluster(t, 4*time.Minute)
 	pubConn, err := b.NewConn()
 	require.NoError(t, err)
 	defer pubConn.Close()
@@ -178,15 +169,7 @@ func TestClusterReplicas(t *testing.T) {
 // seconds of its return (a pull left on the server that went away is
 // noticed by its missing heartbeats).
 func TestClusterStreamServerRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cl := brokertest.StartCluster(t, 3)
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	ctx, cl, b := onCluster(t, 4*time.Minute)
 	r := &run{t: t, broker: b}
 	cfg := r.durable(clusterGraph, "r1")
 	fired := make(chan time.Time, 16)

@@ -53,6 +53,23 @@ func builtinTypes() []string {
 	return reg.Types()
 }
 
+// onCluster starts a three-server cluster (the test is skipped with
+// -short) and a broker connected to it, both closed when the test ends,
+// and a context that ends after d.
+func onCluster(t *testing.T, d time.Duration) (context.Context, *brokertest.Cluster, *broker.Broker) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a three-server cluster: not with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	cl := brokertest.StartCluster(t, 3)
+	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return ctx, cl, b
+}
+
 // durable is the configuration of a durable session id of the graph src,
 // logging nowhere.
 func (r *run) durable(src, id string) session.Config {

@@ -16,7 +16,6 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
-	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
@@ -279,15 +278,7 @@ func TestIngressAcrossLiveEdits(t *testing.T) {
 // publish on one it has is acknowledged by the replicated stream and
 // fires the node.
 func TestLargeGraphIngressCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := brokertest.StartCluster(t, 3)
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	ctx, _, b := onCluster(t, 2*time.Minute)
 	r := &run{t: t, broker: b}
 	g, diags := graph.Load("large.dot", []byte(chainGraph(600, "")), graph.AsSession())
 	require.False(t, diags.HasErrors(), "%v", diags)

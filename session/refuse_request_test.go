@@ -15,7 +15,6 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
-	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/session"
 )
@@ -175,15 +174,7 @@ func TestWorkStreamSubjects(t *testing.T) {
 // live edit updates them (the replicas kept), and a request on a subject
 // the edit removed gets the session's refusal.
 func TestWorkStreamSubjectsCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not with -short")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cl := brokertest.StartCluster(t, 3)
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	ctx, _, b := onCluster(t, 2*time.Minute)
 	r := &run{t: t, broker: b}
 	g, diags := graph.Load("test.dot", []byte(refuseGraph), graph.AsSession())
 	require.False(t, diags.HasErrors(), "%v", diags)
