@@ -249,19 +249,7 @@ func TestPlacementLabels(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
 	url := srv.ClientURL()
 	dir := t.TempDir()
-	write := func(name, placement string) string {
-		file := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(file, []byte(`digraph q {
-    kind="session"
-    placement="`+placement+`"
-    stall_after=0
-    src [prompt="never fires"]
-    work [shape=diamond]
-    src -> work
-}`), 0o644))
-		return file
-	}
-	gpu, mars := write("gpu.dot", "gpu=true"), write("mars.dot", "zone=mars")
+	gpu, mars := placedGraph(t, dir, "gpu.dot", "gpu=true"), placedGraph(t, dir, "mars.dot", "zone=mars")
 	start := adminProcesses(t, switchyardBinary(t), url, dir)
 	var plain, withGPU, placer, onMars syncBuffer
 	all := func() string {
@@ -324,4 +312,20 @@ func TestPlacementFlags(t *testing.T) {
 		code, _, errOut := cli(t, args...)
 		require.Equal(t, 2, code, "%v: %s", args, errOut)
 	}
+}
+
+// placedGraph writes, as dir/name, a session whose graph sets placement
+// (a node that never fires, so it only waits where it is placed).
+func placedGraph(t *testing.T, dir, name, placement string) string {
+	t.Helper()
+	file := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(file, []byte(`digraph q {
+    kind="session"
+    placement="`+placement+`"
+    stall_after=0
+    src [prompt="never fires"]
+    work [shape=diamond]
+    src -> work
+}`), 0o644))
+	return file
 }

@@ -297,19 +297,7 @@ func TestPlacementEditMovesSession(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
 	url := srv.ClientURL()
 	dir := t.TempDir()
-	write := func(name, placement string) string {
-		file := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(file, []byte(`digraph q {
-    kind="session"
-    placement="`+placement+`"
-    stall_after=0
-    src [prompt="never fires"]
-    work [shape=diamond]
-    src -> work
-}`), 0o644))
-		return file
-	}
-	v1, v2 := write("v1.dot", ""), write("v2.dot", "gpu=true")
+	v1, v2 := placedGraph(t, dir, "v1.dot", ""), placedGraph(t, dir, "v2.dot", "gpu=true")
 	start := func(log *syncBuffer, args ...string) *exec.Cmd {
 		cmd, _ := adminProcesses(t, switchyardBinary(t), url, dir)(log, append(args, "--settle", "1s")...)
 		return cmd
