@@ -434,9 +434,16 @@ func (j *journal) putLocked(ctx context.Context, key string, data []byte) error 
 		// Refused again right after a server restart: the stream's new
 		// leader was still applying what the old one had accepted, so the
 		// last sequence it reported was behind. Its mark is still this
-		// owner's: wait a little and write again.
-		if !clock.Sleep(ctx, j.clk, pause) {
+		// owner's: wait a little and write again. The pause waits for the
+		// server, so it is real time, as broker.Retry's: on the session's
+		// clock, a session run on a fake clock that nothing advances (a
+		// test stopping it with a write in flight) waited here forever.
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
+		case <-t.C:
 		}
 		pause = min(2*pause, time.Second)
 	}
