@@ -106,15 +106,7 @@ func TestPlacementSpreadsSessions(t *testing.T) {
 // with 3 replicas (SWITCHYARD_FULL=1: three servers and three members on
 // two cores take a while).
 func TestPlacementOnCluster(t *testing.T) {
-	if os.Getenv("SWITCHYARD_FULL") != "1" {
-		t.Skip("a 3-server cluster: with SWITCHYARD_FULL=1 (CI)")
-	}
-	cl := brokertest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	cl, b := fullCluster(t)
 	placementSpread(t, cl.URL(), "", b, "--replicas", "3")
 }
 
@@ -328,4 +320,21 @@ func placedGraph(t *testing.T, dir, name, placement string) string {
     src -> work
 }`), 0o644))
 	return file
+}
+
+// fullCluster starts a 3-server cluster and a broker connected to it,
+// both closed when the test ends; only with SWITCHYARD_FULL=1 (three
+// servers and three members on two cores take a while).
+func fullCluster(t *testing.T) (*brokertest.Cluster, *broker.Broker) {
+	t.Helper()
+	if os.Getenv("SWITCHYARD_FULL") != "1" {
+		t.Skip("a 3-server cluster: with SWITCHYARD_FULL=1 (CI)")
+	}
+	cl := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	return cl, b
 }

@@ -94,15 +94,7 @@ func TestPlacementRebalances(t *testing.T) {
 // TestPlacementRebalancesOnCluster: the same on a 3-server cluster, every
 // resource with 3 replicas (SWITCHYARD_FULL=1).
 func TestPlacementRebalancesOnCluster(t *testing.T) {
-	if os.Getenv("SWITCHYARD_FULL") != "1" {
-		t.Skip("a 3-server cluster: with SWITCHYARD_FULL=1 (CI)")
-	}
-	cl := brokertest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
-	require.NoError(t, err)
-	defer b.Close()
+	cl, b := fullCluster(t)
 	rebalanceSpread(t, cl.URL(), b, "--replicas", "3")
 }
 
