@@ -23,14 +23,22 @@ import (
 
 // firings counts the node.completed events of every session on a server.
 type firings struct {
-	mu sync.Mutex
-	n  map[string]int // session -> node.completed events
+	mu      sync.Mutex
+	n       map[string]int         // session -> node.completed events
+	resumed map[string][]time.Time // session -> when its session.resumed events came
 }
 
 func countFirings(t *testing.T, nc *nats.Conn) *firings {
 	t.Helper()
-	f := &firings{n: map[string]int{}}
-	_, err := nc.Subscribe("sy.*.evt.node.completed", func(m *nats.Msg) {
+	f := &firings{n: map[string]int{}, resumed: map[string][]time.Time{}}
+	_, err := nc.Subscribe("sy.*.evt.session.resumed", func(m *nats.Msg) {
+		f.mu.Lock()
+		id := strings.Split(m.Subject, ".")[1]
+		f.resumed[id] = append(f.resumed[id], time.Now())
+		f.mu.Unlock()
+	})
+	require.NoError(t, err)
+	_, err = nc.Subscribe("sy.*.evt.node.completed", func(m *nats.Msg) {
 		f.mu.Lock()
 		f.n[strings.Split(m.Subject, ".")[1]]++
 		f.mu.Unlock()
@@ -41,6 +49,19 @@ func countFirings(t *testing.T, nc *nats.Conn) *firings {
 }
 
 func (f *firings) of(id string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.n[id] }
+
+// resumedAfter is when session id said session.resumed first after t0
+// (zero: not yet).
+func (f *firings) resumedAfter(id string, t0 time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, at := range f.resumed[id] {
+		if at.After(t0) {
+			return at
+		}
+	}
+	return time.Time{}
+}
 
 // owners maps each session of ids to the pid of its lease's holder (0:
 // none), read from the store.
@@ -208,9 +229,26 @@ func placementSpread(t *testing.T, url, outside string, srv *broker.Broker, extr
 	require.True(t, killed(<-dones[victim]))
 	delete(pids, procs[victim].Process.Pid)
 	pub(2) // acknowledged while some of them have no owner
-	held = waitOwned(t, srv, ids, pids, session.DefaultLeaseTTL, all)
-	took := time.Since(killedAt)
-	t.Logf("the sessions of the killed member moved in %v: %v", took.Round(time.Millisecond), held)
+	// The takeover is timed by the moved sessions' own session.resumed
+	// events, not by when this test looks: the six `pub` processes above
+	// alone took seconds on a loaded CI machine.
+	before := held
+	held = waitOwned(t, srv, ids, pids, 2*session.DefaultLeaseTTL, all)
+	var took time.Duration
+	for _, id := range ids {
+		if before[id] != procs[victim].Process.Pid {
+			continue
+		}
+		deadline := time.Now().Add(2 * session.DefaultLeaseTTL)
+		at := fired.resumedAfter(id, killedAt)
+		for ; at.IsZero(); at = fired.resumedAfter(id, killedAt) {
+			require.True(t, time.Now().Before(deadline), "session %s of the killed member never resumed\n%s", id, all())
+			time.Sleep(20 * time.Millisecond) // polling the events seen
+		}
+		took = max(took, at.Sub(killedAt))
+	}
+	require.Positive(t, took, "the killed member ran sessions: %v", before)
+	t.Logf("the sessions of the killed member moved in %v (from the kill to the last one's session.resumed): %v", took.Round(time.Millisecond), held)
 	require.Less(t, took, session.DefaultLeaseTTL, "within the lease's TTL")
 	waitFired(2)
 	pub(3)
