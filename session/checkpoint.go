@@ -151,8 +151,13 @@ type journal struct {
 
 	// checkpoint.json of a session that is not durable is written in the
 	// background (see fileWriter), off the firing path.
-	fileDirty  bool          // a commit was not written yet
-	fileNodes  []string      // the nodes of the commits not written
+	fileDirty bool     // a commit was not written yet
+	fileNodes []string // the nodes of the commits not written
+	// fileTaken are the nodes of the write under way in the writer: the
+	// session's final write, which may overtake it, reports them saved
+	// itself, so that every checkpoint.saved comes before
+	// session.completed.
+	fileTaken  []string
 	fileWake   chan struct{} // wakes the writer (nil until it starts)
 	fileDone   chan struct{} // closed when the writer has returned
 	fileClosed bool          // flush stopped the writer
@@ -283,12 +288,15 @@ func (j *journal) commitFileLocked(c *actors.Commit) error {
 	case final:
 		// The end is written before the session completes; the firings
 		// the writer had not saved yet are saved by it.
-		nodes := append(j.fileNodes, c.Node)
-		j.fileNodes, j.fileDirty = nil, false
+		nodes := make([]string, 0, len(j.fileTaken)+len(j.fileNodes)+1)
+		nodes = append(append(append(nodes, j.fileTaken...), j.fileNodes...), c.Node)
+		j.fileTaken, j.fileNodes, j.fileDirty = nil, nil, false
 		if j.status == "success" && j.cleanup {
-			return j.writeFile(nil, j.seq, nodes[:len(nodes)-1])
+			_, err := j.writeFile(nil, j.seq, nodes[:len(nodes)-1])
+			return err
 		}
-		return j.writeFile(j.snapshot(), j.seq, nodes)
+		_, err := j.writeFile(j.snapshot(), j.seq, nodes)
+		return err
 	}
 	// The firing does not wait for the disk: the writer saves the latest
 	// state, one write at a time, so firings that end while a write is
@@ -318,10 +326,24 @@ func (j *journal) fileWriter(wake chan struct{}) {
 			j.mu.Unlock()
 			continue
 		}
-		cp, seq, nodes := j.snapshot(), j.seq, j.fileNodes
+		cp, seq := j.snapshot(), j.seq
+		j.fileTaken = append(j.fileTaken, j.fileNodes...)
 		j.fileDirty, j.fileNodes = false, nil
 		j.mu.Unlock()
-		if err := j.writeFile(cp, seq, nodes); err != nil {
+		if afterWriterTake != nil {
+			afterWriterTake()
+		}
+		saved, err := j.writeFile(cp, seq, nil)
+		j.mu.Lock()
+		nodes := j.fileTaken // nil when the final write reported them
+		j.fileTaken = nil
+		j.mu.Unlock()
+		if err == nil && j.onSaved != nil {
+			for _, n := range nodes {
+				j.onSaved(saved, n)
+			}
+		}
+		if err != nil {
 			j.mu.Lock()
 			if j.broken == nil {
 				// The next commit fails the session, as a failed write did
@@ -335,8 +357,9 @@ func (j *journal) fileWriter(wake chan struct{}) {
 
 // writeFile writes checkpoint seq (nil: removes the checkpoint, a
 // successful session's end) unless a later one was written already, and
-// reports it saved for the nodes whose commits it holds.
-func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
+// reports it saved for the nodes whose commits it holds. It returns the
+// checkpoint that holds seq's firings: seq, or the later one.
+func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) (uint64, error) {
 	j.fileMu.Lock()
 	defer j.fileMu.Unlock()
 	if seq <= j.fileSeq {
@@ -348,7 +371,7 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
 				j.onSaved(j.fileSeq, n)
 			}
 		}
-		return nil
+		return j.fileSeq, nil
 	}
 	j.fileSeq = seq
 	if beforeFileWrite != nil {
@@ -357,15 +380,15 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
 	path := filepath.Join(j.dir, "checkpoint.json")
 	if cp == nil {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+			return 0, err
 		}
 	} else {
 		data, err := json.MarshalIndent(cp, "", "  ")
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := writeFileAtomic(path, data); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if j.onSaved != nil {
@@ -373,12 +396,16 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) error {
 			j.onSaved(seq, n)
 		}
 	}
-	return nil
+	return seq, nil
 }
 
 // beforeFileWrite, when set (tests), runs before each write of
 // checkpoint.json, holding the write lock.
 var beforeFileWrite func()
+
+// afterWriterTake, when set (tests), runs in the background writer between
+// taking a checkpoint to write and writing it.
+var afterWriterTake func()
 
 // flush writes what is not written yet: the records a sparse policy holds
 // (durable), the last state of checkpoint.json (not durable). A session
@@ -409,7 +436,8 @@ func (j *journal) flush() error {
 	if cp == nil {
 		return nil
 	}
-	return j.writeFile(cp, seq, nodes)
+	_, err := j.writeFile(cp, seq, nodes)
+	return err
 }
 
 // keepContext reports whether the journal keeps the run context (it is
@@ -671,7 +699,8 @@ func (j *journal) saveLocked() error {
 	if j.dir == "" {
 		return nil
 	}
-	return j.writeFile(j.snapshot(), j.seq, nil)
+	_, err := j.writeFile(j.snapshot(), j.seq, nil)
+	return err
 }
 
 // writeFileAtomic writes data to a temporary file and renames it over path,
