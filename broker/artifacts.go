@@ -48,6 +48,17 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	} else if err != nil {
 		return nil, fmt.Errorf("broker: artifacts of %s: %w", session, err)
 	}
+	sum, err := writeObject(ctx, js, bucket, name, typ, data)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.Artifact{Type: typ, Name: path.Base(name), Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
+		Size: int64(len(data))}, nil
+}
+
+// writeObject stores data as object name of bucket (an existing object
+// store), described as desc, and returns its sha256.
+func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc string, data []byte) ([]byte, error) {
 	id := nuid.Next()
 	chunkSubj := "$O." + bucket + ".C." + id
 	h := sha256.New()
@@ -62,7 +73,7 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	}
 	sum := h.Sum(nil)
 	info := jetstream.ObjectInfo{
-		ObjectMeta: jetstream.ObjectMeta{Name: name, Description: typ,
+		ObjectMeta: jetstream.ObjectMeta{Name: name, Description: desc,
 			Opts: &jetstream.ObjectMetaOptions{ChunkSize: artifactChunk}},
 		Bucket: bucket, NUID: id, Size: uint64(len(data)), Chunks: chunks,
 		Digest: "SHA-256=" + base64.URLEncoding.EncodeToString(sum),
@@ -77,8 +88,7 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	if _, err := js.PublishMsg(ctx, mm); err != nil {
 		return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
 	}
-	return &pb.Artifact{Type: typ, Name: path.Base(name), Ref: ArtifactRef(session, name), Sha256: hex.EncodeToString(sum),
-		Size: int64(len(data))}, nil
+	return sum, nil
 }
 
 // ArtifactNames are the names of the objects in the session's object
@@ -117,10 +127,15 @@ func ArtifactNames(ctx context.Context, js jetstream.JetStream, session string) 
 // store deleting an object per firing would accumulate). An object that
 // does not exist is not an error.
 func DeleteArtifact(ctx context.Context, js jetstream.JetStream, session, name string) error {
-	bucket := ObjectsName(session)
+	return deleteObject(ctx, js, ObjectsName(session), name)
+}
+
+// deleteObject purges object name of bucket: its chunks and its
+// description. An object that does not exist is not an error.
+func deleteObject(ctx context.Context, js jetstream.JetStream, bucket, name string) error {
 	obj, err := js.ObjectStore(ctx, bucket)
 	if err != nil {
-		return fmt.Errorf("broker: artifacts of %s: %w", session, err)
+		return fmt.Errorf("broker: object store %s: %w", bucket, err)
 	}
 	info, err := obj.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -133,7 +148,7 @@ func DeleteArtifact(ctx context.Context, js jetstream.JetStream, session, name s
 	if err != nil {
 		return fmt.Errorf("broker: artifact %s: %w", name, err)
 	}
-	for _, subj := range []string{"$O." + bucket + ".C." + info.NUID, "$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))} {
+	for _, subj := range objectSubjects(bucket, info.NUID, name) {
 		if err := st.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 			return fmt.Errorf("broker: delete artifact %s: %w", name, err)
 		}
@@ -160,16 +175,7 @@ func GetArtifact(ctx context.Context, js jetstream.JetStream, a *pb.Artifact) ([
 	if !ok || name == "" {
 		return nil, fmt.Errorf("broker: bad artifact reference %q", a.GetRef())
 	}
-	obj, err := js.ObjectStore(ctx, bucket)
-	if err != nil {
-		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
-	}
-	r, err := obj.Get(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
-	}
-	defer r.Close()
-	data, err := io.ReadAll(r)
+	data, err := readArtifact(ctx, js, bucket, name)
 	if err != nil {
 		return nil, fmt.Errorf("broker: artifact %s: %w", a.GetRef(), err)
 	}
@@ -180,4 +186,25 @@ func GetArtifact(ctx context.Context, js jetstream.JetStream, a *pb.Artifact) ([
 		}
 	}
 	return data, nil
+}
+
+// readArtifact reads object name of bucket; the object of a session's
+// store that is not there any more is read from the archive (the session
+// completed and was archived, ArchiveSession).
+func readArtifact(ctx context.Context, js jetstream.JetStream, bucket, name string) ([]byte, error) {
+	obj, err := js.ObjectStore(ctx, bucket)
+	if err == nil {
+		var r jetstream.ObjectResult
+		if r, err = obj.Get(ctx, name); err == nil {
+			defer r.Close()
+			return io.ReadAll(r)
+		}
+	}
+	session, ok := strings.CutPrefix(bucket, ObjectsName(""))
+	if ok && ValidToken(session) && (errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrObjectNotFound)) {
+		if data, aerr := archivedArtifact(ctx, js, session, name); aerr == nil {
+			return data, nil
+		}
+	}
+	return nil, err
 }

@@ -46,5 +46,8 @@
 // SY_<session>_EVT, a KV bucket sy_kv_<session> for checkpoints and node
 // state, and an object store sy_obj_<session> for artifacts. Control
 // subjects are in no stream: they are requests answered by the running
-// session. EnsureSessionStream explains why events are kept apart.
+// session. EnsureSessionStream explains why events are kept apart. A
+// completed session's bucket and object store move into the archive
+// (archive.go), one bucket and one object store shared by every completed
+// session of the store.
 package broker

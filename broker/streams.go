@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -420,35 +419,30 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 }
 
 // DeleteSession removes the session's work stream, event stream, KV bucket,
-// object store and lease. Resources that do not exist are not an error.
-// The resources are deleted at once (their round trips overlap), the lease
-// last.
+// object store, what the archive holds of it, and its lease. Resources
+// that do not exist are not an error. The resources are deleted at once
+// (their round trips overlap), the lease last.
 func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
-	del := func(what string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	del := func(what string, f func() error) func() error {
+		return func() error {
 			if err := f(); err != nil && !notFound(err) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("broker: delete %s: %w", what, err))
-				mu.Unlock()
+				return fmt.Errorf("broker: delete %s: %w", what, err)
 			}
-		}()
+			return nil
+		}
 	}
+	var fs []func() error
 	for _, name := range []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)} {
-		del("stream "+name, func() error { return js.DeleteStream(ctx, name) })
+		fs = append(fs, del("stream "+name, func() error { return js.DeleteStream(ctx, name) }))
 	}
-	del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) })
-	del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) })
-	wg.Wait()
+	fs = append(fs,
+		del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }),
+		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }),
+		del("archive of "+session, func() error { return deleteArchived(ctx, js, session) }))
+	errs := []error{parallel(fs...)}
 	if kv, err := js.KeyValue(ctx, LeaseBucket); err == nil {
 		if err := kv.Purge(ctx, session); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			errs = append(errs, fmt.Errorf("broker: delete lease of %s: %w", session, err))

@@ -19,7 +19,7 @@ func TestJournalFenced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := brokertest.Start(t)
-	l1, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.Real()})
+	l1, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.Real()}, false)
 	require.NoError(t, err)
 	defer l1.release()
 	j := newJournal("", "fenced", "g", clock.Real())
@@ -32,7 +32,7 @@ func TestJournalFenced(t *testing.T) {
 	j.mu.Unlock()
 
 	// Another process takes the session over (its clock is past the TTL).
-	l2, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.NewFake(time.Now().Add(time.Hour))})
+	l2, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.NewFake(time.Now().Add(time.Hour))}, false)
 	require.NoError(t, err)
 	defer l2.release()
 

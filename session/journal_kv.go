@@ -58,9 +58,11 @@ const (
 	latestKey = "checkpoint.latest"
 	graphKey  = "graph.dot"
 	metaKey   = "session.meta"
+	// journalPrefix starts the key of every journal entry (recordKey).
+	journalPrefix = "journal."
 )
 
-func recordKey(seq uint64) string { return fmt.Sprintf("journal.%012d", seq) }
+func recordKey(seq uint64) string { return fmt.Sprintf(journalPrefix+"%012d", seq) }
 
 // pendingRecord is a record not written yet: held by a sparse checkpoint
 // policy, or queued for the journal's writer (journal_writer.go). A record
@@ -250,12 +252,12 @@ func inboundByNode(sess string, inbound func() []string) map[string][]string {
 
 // firstRecord is the sequence number of the oldest journal record kept (0
 // when there is none).
-func firstRecord(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue) (uint64, error) {
-	stream, err := js.Stream(ctx, "KV_"+kv.Bucket())
+func firstRecord(ctx context.Context, js jetstream.JetStream, r *broker.Record) (uint64, error) {
+	stream, err := js.Stream(ctx, r.Stream())
 	if err != nil {
 		return 0, err
 	}
-	prefix := "$KV." + kv.Bucket() + ".journal."
+	prefix := r.Subject(journalPrefix)
 	m, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(prefix+"*"))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
@@ -614,7 +616,7 @@ func records(entry *pb.JournalRecord) []*pb.JournalRecord {
 
 // readRecord reads the journal entry whose first record is seq; nil when
 // there is none.
-func readRecord(ctx context.Context, kv jetstream.KeyValue, seq uint64) (*pb.JournalRecord, error) {
+func readRecord(ctx context.Context, kv kvGetter, seq uint64) (*pb.JournalRecord, error) {
 	e, err := kv.Get(ctx, recordKey(seq))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
@@ -629,13 +631,20 @@ func readRecord(ctx context.Context, kv jetstream.KeyValue, seq uint64) (*pb.Jou
 	return rec, nil
 }
 
-// openKV opens an existing session's bucket.
-func openKV(ctx context.Context, b *broker.Broker, session string) (jetstream.KeyValue, error) {
-	kv, err := b.JetStream().KeyValue(ctx, broker.KVName(session))
+// kvGetter reads a session's entries: its bucket, or its Record (the
+// bucket, or the archive of a completed session).
+type kvGetter interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+}
+
+// openKV opens an existing session's entries: its bucket, or its archive
+// once it completed (broker.ArchiveSession).
+func openKV(ctx context.Context, b *broker.Broker, session string) (*broker.Record, error) {
+	r, err := broker.OpenRecord(ctx, b.JetStream(), session)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w for session %s (is it durable, on this --data or --nats?)", ErrNoCheckpoint, session)
 	}
-	return kv, err
+	return r, err
 }
 
 // LoadCheckpoint rebuilds a durable session's state from its KV bucket:

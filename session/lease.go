@@ -382,13 +382,31 @@ func (l *lease) release() {
 
 // claim takes a durable session's lease and writes this owner's mark into
 // the session's bucket: the bucket sequence it returns fences the journal
-// of any previous owner. The caller releases the lease. opts go to the
-// bucket's creation (broker.Fresh for a session being created).
-func claim(ctx context.Context, cfg *Config, opts ...broker.Option) (*lease, error) {
+// of any previous owner. The caller releases the lease. created says the
+// session is a new one (a start or a fork), which may not take the id of
+// a session the store holds; a session that completed and was archived
+// gets its bucket back from the archive (broker.RestoreSession) to be
+// resumed. opts go to the bucket's creation (broker.Fresh for a session
+// being created).
+func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option) (*lease, error) {
 	n := cfg.replicas()
 	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
 	if err != nil {
 		return nil, err
+	}
+	archived, err := broker.Archived(ctx, cfg.Broker.JetStream(), cfg.ID)
+	switch {
+	case err != nil:
+		l.release()
+		return nil, fmt.Errorf("session: checkpoint store: %w", err)
+	case archived && created:
+		l.release()
+		return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
+	case archived:
+		if err := broker.RestoreSession(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...); err != nil {
+			l.release()
+			return nil, fmt.Errorf("session: checkpoint store: %w", err)
+		}
 	}
 	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)
 	if err == nil && n > 1 {

@@ -21,7 +21,7 @@ func TestRefenceReadsTheRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := brokertest.Start(t)
-	l, err := claim(ctx, &Config{ID: "refence", Broker: b, Clock: clock.Real()})
+	l, err := claim(ctx, &Config{ID: "refence", Broker: b, Clock: clock.Real()}, false)
 	require.NoError(t, err)
 	defer l.release()
 	j := newJournal("", "refence", "g", clock.Real())

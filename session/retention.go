@@ -26,6 +26,9 @@ type Stored struct {
 	Stopped *StopRecord `json:"stopped,omitempty"`
 	Seq     uint64      `json:"checkpoint"`
 	Last    time.Time   `json:"last"` // when its last checkpoint was written
+	// Archived says its record and artifacts are in the store's archive
+	// (it completed: broker.ArchiveSession).
+	Archived bool `json:"archived,omitempty"`
 }
 
 // List returns the durable sessions of the store, by id.
@@ -44,6 +47,25 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 	}
 	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
 		return out, err
+	}
+	// The completed sessions moved to the archive, but for one that is
+	// also still in its bucket (its archiving was interrupted).
+	archived, err := broker.ArchivedSessions(ctx, b.JetStream())
+	if err != nil {
+		return out, err
+	}
+	seen := make(map[string]bool, len(out))
+	for _, st := range out {
+		seen[st.ID] = true
+	}
+	for _, id := range archived {
+		if seen[id] {
+			continue
+		}
+		if st, ok := readStored(ctx, b, id); ok {
+			st.Archived = true
+			out = append(out, st)
+		}
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, nil
@@ -114,7 +136,7 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 			continue
 		}
 		if now.Sub(s.Last) < retain {
-			if !dryRun {
+			if !dryRun && !s.Archived {
 				errs = append(errs, releaseIdle(ctx, b, s.ID, s.Status != "stopped"))
 			}
 			continue
@@ -156,13 +178,16 @@ func RemoveUnrecorded(ctx context.Context, b *broker.Broker, id string) error {
 // releaseFinished deletes what finished session id no longer needs: its
 // durable consumer, when it completed its work stream and the outcomes of
 // its pool jobs (pool.ForgetOutcomes), and its dead-letter stream when that
-// is empty. Every start and resume (--reopen, a fork) re-creates them: the
+// is empty; and a completed session's bucket and object store move to the
+// store's archive (broker.ArchiveSession), where every reader of its record
+// finds them (openKV, broker.GetArtifact). Every start and resume (--reopen, a fork) re-creates them: the
 // consumer from the journal's floors, the streams anew. Each costs every
 // later start of an embedded server: nats-server recovers every stream of
 // its store at start (about 0.5 ms each here) and stops each durable
 // consumer with a 10 ms poll of its flusher, one after the other, so a store
 // keeping a week of sessions made every command slower.
-func releaseFinished(ctx context.Context, js jetstream.JetStream, id string, completed bool) error {
+func releaseFinished(ctx context.Context, b *broker.Broker, id string, completed bool) error {
+	js := b.JetStream()
 	err := js.DeleteConsumer(ctx, broker.StreamName(id), actors.ConsumerName)
 	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return err
@@ -170,13 +195,18 @@ func releaseFinished(ctx context.Context, js jetstream.JetStream, id string, com
 	// A completed session is never run again (a resume of it completes at
 	// once, a fork has a stream of its own): its work stream — whose
 	// envelopes nothing will consume — and the outcomes of its pool jobs go.
-	// A stopped session may be reopened, and keeps them. Its record (the KV
-	// bucket) stays until gc removes it.
+	// A stopped session may be reopened, and keeps them. A completed one's
+	// record (the KV bucket) and artifacts move to the archive, kept until
+	// gc removes them: two streams fewer for every later start of the
+	// store's server to recover.
 	if completed {
 		if err := js.DeleteStream(ctx, broker.StreamName(id)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return err
 		}
 		if err := pool.ForgetOutcomes(ctx, js, id); err != nil {
+			return err
+		}
+		if err := broker.ArchiveSession(ctx, js, id, b.Storage()); err != nil {
 			return err
 		}
 	}
@@ -203,5 +233,5 @@ func releaseIdle(ctx context.Context, b *broker.Broker, id string, completed boo
 	if o, err := ReadOwner(ctx, b, id, time.Now()); err != nil || o != nil {
 		return err
 	}
-	return releaseFinished(ctx, b.JetStream(), id, completed)
+	return releaseFinished(ctx, b, id, completed)
 }

@@ -82,8 +82,8 @@ func TestGC(t *testing.T) {
 
 // TestFinishedSessionReleasesItsConsumer: a durable session that completed
 // leaves no work stream (nor its consumer) and no empty dead-letter stream
-// in the store, only its record (every later embedded server's start and
-// stop would pay for them), one that was interrupted or stopped keeps them, one with dead letters keeps those, a resume of the
+// in the store, only its record in the archive (every later embedded
+// server's start and stop would pay for them), one that was interrupted or stopped keeps them, one with dead letters keeps those, a resume of the
 // finished one (--reopen) works all the same, and GC releases what a
 // finished session of an older store still has.
 func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
@@ -169,8 +169,10 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 
 	require.ErrorIs(t, workStream("done"), jetstream.ErrStreamNotFound, "released again")
 
-	// A store written before consumers and work streams were released: GC
-	// releases the finished session's, and leaves the interrupted one's.
+	// A store written before consumers and work streams were released (and
+	// completed sessions archived): GC releases the finished session's,
+	// archives it, and leaves the interrupted one's.
+	require.NoError(t, broker.RestoreSession(ctx, js, "done", broker.FileStorage))
 	_, err = broker.EnsureSessionStream(ctx, js, "done", broker.FileStorage)
 	require.NoError(t, err)
 	_, err = js.CreateOrUpdateConsumer(ctx, broker.StreamName("done"), jetstream.ConsumerConfig{Durable: actors.ConsumerName})
@@ -182,6 +184,9 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	require.Empty(t, removed)
 	require.ErrorIs(t, workStream("done"), jetstream.ErrStreamNotFound)
 	require.ErrorIs(t, deadLetters("done"), jetstream.ErrStreamNotFound)
+	archived, err := broker.Archived(ctx, js, "done")
+	require.NoError(t, err)
+	require.True(t, archived)
 	require.NoError(t, consumer("busy"))
 	require.NoError(t, deadLetters("busy"))
 	require.NoError(t, deadLetters("ended"))

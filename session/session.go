@@ -321,7 +321,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		}
 		// The lease first: the state is read once no other process can
 		// write it.
-		if cl, err = claim(ctx, &cfg); err != nil {
+		if cl, err = claim(ctx, &cfg, cfg.ForkOf != ""); err != nil {
 			return nil, err
 		}
 		if cfg.ForkOf == "" {
@@ -481,7 +481,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			fresh = append(fresh, broker.Fresh()) // a new session: its bucket is made in one request
 		}
 		var err error
-		if cl, err = claim(context.Background(), &cfg, fresh...); err != nil {
+		if cl, err = claim(context.Background(), &cfg, cp == nil || cfg.ForkOf != "", fresh...); err != nil {
 			return nil, err
 		}
 	}
@@ -915,7 +915,7 @@ func (s *Session) releaseFinished() {
 		}
 		return
 	}
-	if err := releaseFinished(ctx, s.cfg.Broker.JetStream(), s.id, completed); err != nil {
+	if err := releaseFinished(ctx, s.cfg.Broker, s.id, completed); err != nil {
 		s.cfg.Logger.Warn("session: releasing the consumer of a finished session", "session", s.id, "err", err)
 	}
 }

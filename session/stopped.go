@@ -58,7 +58,7 @@ func ReadStopped(ctx context.Context, b *broker.Broker, id string) (*StopRecord,
 	return readStopped(ctx, kv)
 }
 
-func readStopped(ctx context.Context, kv jetstream.KeyValue) (*StopRecord, error) {
+func readStopped(ctx context.Context, kv kvGetter) (*StopRecord, error) {
 	e, err := kv.Get(ctx, stoppedKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil

@@ -176,10 +176,10 @@ func lastEvent(t *testing.T, out []byte) map[string]any {
 	return last
 }
 
-// TestCrashPipeline kills a pipeline at 28 points of the runtime (between
+// TestCrashPipeline kills a pipeline at 30 points of the runtime (between
 // a commit and its publications, between publications, between publish
-// and acknowledgement, in handlers, while a join waits, in the journal)
-// and resumes it: the committed firings, the envelopes consumed and
+// and acknowledgement, in handlers, while a join waits, in the journal,
+// while the completed session is archived) and resumes it: the committed firings, the envelopes consumed and
 // produced, the iteration counts and the side effects equal those of an
 // uninterrupted run; nothing is lost and nothing consumed twice.
 func TestCrashPipeline(t *testing.T) {
@@ -204,6 +204,7 @@ func TestCrashPipeline(t *testing.T) {
 		"before-snapshot:1",
 		"batch-published:4", "batch-published:9",
 		"batch-acked:3", "batch-acked:10",
+		"archive-copied:1", "archive-marked:1",
 	}
 	var survived, lost, doubled, reruns int
 	for _, p := range points {
