@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/internal/crash"
@@ -137,45 +138,61 @@ func ArchivedSessions(ctx context.Context, js jetstream.JetStream) ([]string, er
 	return ids, nil
 }
 
-// archive opens the archive's bucket and object store, creating them when
-// the store has none, with at least replicas copies.
-func archive(ctx context.Context, js jetstream.JetStream, st Storage, replicas int) (jetstream.KeyValue, error) {
+// ensureArchive makes the archive's bucket and object store where the
+// store has none, or has them with fewer than replicas copies; kvs and objs
+// are what the lookups found (nil: none). It returns the archive bucket's
+// stream. The two are made at once.
+func ensureArchive(ctx context.Context, js jetstream.JetStream, st Storage, replicas int, kvs, objs jetstream.Stream) (jetstream.Stream, error) {
 	o := options{replicas: replicas}
-	kv, err := js.KeyValue(ctx, ArchiveName)
-	if err == nil && replicas > 1 {
-		if s, serr := js.Stream(ctx, "KV_"+ArchiveName); serr == nil && s.CachedInfo().Config.Replicas < replicas {
-			err = jetstream.ErrBucketNotFound // scaled up below
+	enough := func(s jetstream.Stream) bool { return s != nil && s.CachedInfo().Config.Replicas >= replicas }
+	err := parallel(func() error {
+		if enough(kvs) {
+			return nil
 		}
-	}
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = placed(ctx, func() (jetstream.KeyValue, error) {
+		_, err := placed(ctx, func() (jetstream.KeyValue, error) {
 			return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 				Bucket: ArchiveName, Description: "switchyard: the records of completed sessions",
 				Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+ArchiveName),
 			})
 		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("broker: archive: %w", err)
-	}
-	_, err = js.ObjectStore(ctx, ArchiveName)
-	if err == nil && replicas > 1 {
-		if s, serr := js.Stream(ctx, "OBJ_"+ArchiveName); serr == nil && s.CachedInfo().Config.Replicas < replicas {
-			err = jetstream.ErrBucketNotFound
+		if err == nil {
+			kvs, err = js.Stream(ctx, "KV_"+ArchiveName)
 		}
-	}
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = placed(ctx, func() (jetstream.ObjectStore, error) {
+		return err
+	}, func() error {
+		if enough(objs) {
+			return nil
+		}
+		_, err := placed(ctx, func() (jetstream.ObjectStore, error) {
 			return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 				Bucket: ArchiveName, Description: "switchyard: the artifacts of completed sessions",
 				Storage: st.js(), Replicas: o.replicasFor(ctx, js, "OBJ_"+ArchiveName),
 			})
 		})
-	}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: archive: %w", err)
 	}
-	return kv, nil
+	return kvs, nil
+}
+
+// lookUp returns the streams named, nil for those that do not exist,
+// looked up at once.
+func lookUp(ctx context.Context, js jetstream.JetStream, names ...string) ([]jetstream.Stream, error) {
+	out := make([]jetstream.Stream, len(names))
+	fs := make([]func() error, len(names))
+	for i, name := range names {
+		fs[i] = func() error {
+			s, err := js.Stream(ctx, name)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil
+			}
+			out[i] = s
+			return err
+		}
+	}
+	return out, parallel(fs...)
 }
 
 // ArchiveSession moves a completed session's bucket and object store into
@@ -187,46 +204,64 @@ func archive(ctx context.Context, js jetstream.JetStream, st Storage, replicas i
 //
 // The caller makes sure nothing writes the session's bucket meanwhile (it
 // holds the session's lease, or nobody does and the session is over).
+//
+// A completed run pays for it in round trips to the server, overlapped
+// where they can be: the four streams looked up at once; the entries and
+// the objects read each through one ordered consumer, side by side, every
+// copy published at once and acknowledged together; the mark; the two
+// deletions at once. The first archive of a store makes the archive too.
 func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string, st Storage) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, KVName(session))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	found, err := lookUp(ctx, js, "KV_"+KVName(session), "OBJ_"+ObjectsName(session), "KV_"+ArchiveName, "OBJ_"+ArchiveName)
+	if err != nil {
+		return fmt.Errorf("broker: archive %s: %w", session, err)
+	}
+	src, objSrc := found[0], found[1]
+	if src == nil {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("broker: archive %s: %w", session, err)
-	}
-	replicas := 1
-	if s, err := js.Stream(ctx, "KV_"+KVName(session)); err == nil {
-		replicas = s.CachedInfo().Config.Replicas
-	}
-	akv, err := archive(ctx, js, st, replicas)
+	akv, err := ensureArchive(ctx, js, st, src.CachedInfo().Config.Replicas, found[2], found[3])
 	if err != nil {
 		return err
 	}
-	entries, err := latestEntries(ctx, kv)
-	if err != nil {
-		return fmt.Errorf("broker: archive %s: %w", session, err)
-	}
-	acks := make([]jetstream.PubAckFuture, 0, len(entries))
-	for _, e := range entries {
-		f, err := js.PublishAsync("$KV."+ArchiveName+"."+archiveKeys(session)+e.Key(), e.Value())
+	var (
+		mu   sync.Mutex
+		acks []jetstream.PubAckFuture
+	)
+	publish := func(m *nats.Msg) error {
+		f, err := js.PublishMsgAsync(m)
 		if err != nil {
-			return fmt.Errorf("broker: archive %s: %w", session, err)
+			return err
 		}
+		mu.Lock()
 		acks = append(acks, f)
+		mu.Unlock()
+		return nil
 	}
-	if err := waitAcks(ctx, acks); err != nil {
+	err = parallel(func() error {
+		// The entries, in the order the session wrote them.
+		prefix := "$KV." + KVName(session) + "."
+		return lastPerSubject(ctx, src, prefix+">", func(m jetstream.Msg) error {
+			if op := m.Headers().Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+				return nil
+			}
+			key := strings.TrimPrefix(m.Subject(), prefix)
+			return publish(&nats.Msg{Subject: "$KV." + ArchiveName + "." + archiveKeys(session) + key, Data: m.Data()})
+		})
+	}, func() error {
+		return archiveObjects(ctx, js, objSrc, akv, session, publish)
+	})
+	if err == nil {
+		err = waitAcks(ctx, acks)
+	}
+	if err != nil {
 		return fmt.Errorf("broker: archive %s: %w", session, err)
-	}
-	if err := archiveObjects(ctx, js, akv, session); err != nil {
-		return err
 	}
 	crash.Point("archive-copied") // copied, not marked: the bucket is the record
 	mark, _ := time.Now().UTC().MarshalText()
-	if _, err := akv.Put(ctx, archivedMark(session), mark); err != nil {
+	if _, err := js.Publish(ctx, "$KV."+ArchiveName+"."+archivedMark(session), mark); err != nil {
 		return fmt.Errorf("broker: archive %s: %w", session, err)
 	}
 	crash.Point("archive-marked") // both are complete: the bucket is read first
@@ -237,6 +272,9 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 		}
 		return nil
 	}, func() error {
+		if objSrc == nil {
+			return nil
+		}
 		if err := js.DeleteObjectStore(ctx, ObjectsName(session)); err != nil && !notFound(err) {
 			return fmt.Errorf("broker: archive %s: delete object store: %w", session, err)
 		}
@@ -244,27 +282,38 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	})
 }
 
-// latestEntries returns the latest value of every key of kv (deleted keys
-// left out), read through one ordered consumer.
-func latestEntries(ctx context.Context, kv jetstream.KeyValue) ([]jetstream.KeyValueEntry, error) {
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, err
+// lastPerSubject calls f with the last message of every subject of s that
+// matches filter, in stream order, read through one ordered consumer.
+func lastPerSubject(ctx context.Context, s jetstream.Stream, filter string, f func(jetstream.Msg) error) error {
+	if s.CachedInfo().State.Msgs == 0 {
+		return nil
 	}
-	defer func() { _ = w.Stop() }()
-	var out []jetstream.KeyValueEntry
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return err
+	}
 	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("watcher stopped")
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return err
+		}
+		got, last := 0, false
+		for m := range batch.Messages() {
+			got++
+			if err := f(m); err != nil {
+				return err
 			}
-			if e == nil {
-				return out, nil // the initial values are all there
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				last = true
 			}
-			out = append(out, e)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return err
+		}
+		if last || got == 0 {
+			return nil
 		}
 	}
 }
@@ -282,66 +331,68 @@ func waitAcks(ctx context.Context, acks []jetstream.PubAckFuture) error {
 	return nil
 }
 
-// archiveObjects copies session's objects into the archive's object store
-// and records their names (with those archived before, when the session
-// was archived, restored and completed again).
-func archiveObjects(ctx context.Context, js jetstream.JetStream, akv jetstream.KeyValue, session string) error {
-	names, err := ArtifactNames(ctx, js, session)
+// archiveObjects copies session's objects, from its object store's stream
+// src (nil: it has none), into the archive's object store, publishing them
+// with publish, and records their names with those archived before (when
+// the session was archived, restored and completed again) in the archive
+// bucket, whose stream is akv.
+func archiveObjects(ctx context.Context, js jetstream.JetStream, src, akv jetstream.Stream, session string, publish func(*nats.Msg) error) error {
+	if src == nil {
+		return nil
+	}
+	bucket := ObjectsName(session)
+	var names []string
+	err := lastPerSubject(ctx, src, "$O."+bucket+".M.>", func(m jetstream.Msg) error {
+		var info jetstream.ObjectInfo
+		if err := json.Unmarshal(m.Data(), &info); err != nil {
+			return fmt.Errorf("object description %s: %w", m.Subject(), err)
+		}
+		if info.Deleted {
+			return nil
+		}
+		data, err := readObject(ctx, js, src, &info)
+		if err != nil {
+			return fmt.Errorf("object %s: %w", info.Name, err)
+		}
+		names = append(names, info.Name)
+		_, err = objectMsgs(ArchiveName, archivedObject(session, info.Name), info.Description, data, publish)
+		return err
+	})
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	obj, err := js.ObjectStore(ctx, ObjectsName(session))
-	if err != nil {
-		return fmt.Errorf("broker: archive %s: %w", session, err)
-	}
-	for _, name := range names {
-		info, err := obj.GetInfo(ctx, name)
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			continue // deleted meanwhile (a description left without chunks)
-		}
-		if err != nil {
-			return fmt.Errorf("broker: archive %s: object %s: %w", session, name, err)
-		}
-		data, err := readObject(ctx, js, obj, info)
-		if err != nil {
-			return fmt.Errorf("broker: archive %s: object %s: %w", session, name, err)
-		}
-		if _, err := writeObject(ctx, js, ArchiveName, archivedObject(session, name), info.Description, data); err != nil {
-			return fmt.Errorf("broker: archive %s: %w", session, err)
-		}
-	}
-	all := append([]string(nil), names...)
-	if e, err := akv.Get(ctx, archivedObjects(session)); err == nil {
+	listSubj := "$KV." + ArchiveName + "." + archivedObjects(session)
+	if m, err := akv.GetLastMsgForSubject(ctx, listSubj); err == nil {
 		var before []string
-		if json.Unmarshal(e.Value(), &before) == nil {
-			all = append(all, before...)
+		if json.Unmarshal(m.Data, &before) == nil {
+			names = append(names, before...)
 		}
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
 	}
-	slices.Sort(all)
-	data, _ := json.Marshal(slices.Compact(all))
-	if _, err := akv.Put(ctx, archivedObjects(session), data); err != nil {
-		return fmt.Errorf("broker: archive %s: %w", session, err)
-	}
-	return nil
+	slices.Sort(names)
+	data, _ := json.Marshal(slices.Compact(names))
+	return publish(&nats.Msg{Subject: listSubj, Data: data})
 }
 
-// readObject reads an object's bytes: a one-chunk object (the artifacts of
-// agents are mostly small) with one direct read of its chunk, a larger
-// one through the object store's reader.
-func readObject(ctx context.Context, js jetstream.JetStream, obj jetstream.ObjectStore, info *jetstream.ObjectInfo) ([]byte, error) {
+// readObject reads an object's bytes from its store's stream s: a
+// one-chunk object (the artifacts of agents are mostly small) with one
+// direct read of its chunk, a larger one through the object store's
+// reader.
+func readObject(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, info *jetstream.ObjectInfo) ([]byte, error) {
 	switch info.Chunks {
 	case 0:
 		return nil, nil
 	case 1:
-		s, err := js.Stream(ctx, "OBJ_"+info.Bucket)
-		if err != nil {
-			return nil, err
-		}
 		m, err := s.GetLastMsgForSubject(ctx, "$O."+info.Bucket+".C."+info.NUID)
 		if err != nil {
 			return nil, err
 		}
 		return m.Data, nil
+	}
+	obj, err := js.ObjectStore(ctx, info.Bucket)
+	if err != nil {
+		return nil, err
 	}
 	r, err := obj.Get(ctx, info.Name)
 	if err != nil {
@@ -470,7 +521,11 @@ func archivedArtifact(ctx context.Context, js jetstream.JetStream, session, name
 	if err != nil {
 		return nil, err
 	}
-	return readObject(ctx, js, obj, info)
+	s, err := js.Stream(ctx, "OBJ_"+ArchiveName)
+	if err != nil {
+		return nil, err
+	}
+	return readObject(ctx, js, s, info)
 }
 
 // objectSubjects are the subjects of an object of bucket: its chunks and

@@ -59,6 +59,18 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 // writeObject stores data as object name of bucket (an existing object
 // store), described as desc, and returns its sha256.
 func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc string, data []byte) ([]byte, error) {
+	return objectMsgs(bucket, name, desc, data, func(m *nats.Msg) error {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return fmt.Errorf("broker: artifact %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
+// objectMsgs hands publish, in order, the messages that store data as
+// object name of bucket in the object store's format: its chunks, then its
+// description (rolling up its subject). It returns the data's sha256.
+func objectMsgs(bucket, name, desc string, data []byte, publish func(*nats.Msg) error) ([]byte, error) {
 	id := nuid.Next()
 	chunkSubj := "$O." + bucket + ".C." + id
 	h := sha256.New()
@@ -66,8 +78,8 @@ func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc
 	var chunks uint32
 	for off := 0; off < len(data); off += artifactChunk {
 		end := min(off+artifactChunk, len(data))
-		if _, err := js.Publish(ctx, chunkSubj, data[off:end]); err != nil {
-			return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
+		if err := publish(&nats.Msg{Subject: chunkSubj, Data: data[off:end]}); err != nil {
+			return nil, err
 		}
 		chunks++
 	}
@@ -85,8 +97,8 @@ func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc
 	mm := nats.NewMsg("$O." + bucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name)))
 	mm.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	mm.Data = meta
-	if _, err := js.PublishMsg(ctx, mm); err != nil {
-		return nil, fmt.Errorf("broker: artifact %s: %w", name, err)
+	if err := publish(mm); err != nil {
+		return nil, err
 	}
 	return sum, nil
 }
