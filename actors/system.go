@@ -147,7 +147,7 @@ type System struct {
 	branches branchSlots
 	// steers holds steering messages for the next firing that does work.
 	steers steerBox
-	as     *actor.ActorSystem
+	as     *asys // the actor system, kept for the next System at Stop
 	root   *actor.RootContext
 	log    *slog.Logger
 	clk    clock.Clock
@@ -157,6 +157,7 @@ type System struct {
 	mu      sync.Mutex
 	pids    map[string]*actor.PID
 	actors  map[string]*nodeActor
+	spawned []*actor.PID // every actor spawned, removed from the registry at Stop
 	subs    []*nats.Subscription
 	stopped bool
 	wg      sync.WaitGroup
@@ -244,14 +245,9 @@ func New(cfg Config) (*System, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	// A message that reaches a stopped actor (a node's last report while
-	// Stop poisons it) starts protoactor's dead-letter log throttle, a
-	// goroutine that lives for the throttle's interval after the system
-	// stopped; a short interval bounds that.
-	as := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }),
-		actor.WithDeadLetterThrottleInterval(50*time.Millisecond))
+	as := takeActorSystem(cfg.Logger) // asys.go
 	s := &System{
-		cfg: cfg, as: as, root: as.Root, log: cfg.Logger, clk: cfg.Clock,
+		cfg: cfg, as: as, root: as.as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
@@ -423,12 +419,13 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 		a.io = &pinned{pool: &s.warm}
 	}
 	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a },
-		actor.WithDispatcher(&a.mailbox), actor.WithMailbox(nodeMailbox)), "node-"+n.ID)
+		actor.WithDispatcher(&a.mailbox), actor.WithMailbox(nodeMailbox)), s.as.name(n.ID))
 	a.mailbox.setInline(false)
 	if err != nil {
 		return fmt.Errorf("actors: spawn %s: %w", n.ID, err)
 	}
 	s.mu.Lock()
+	s.spawned = append(s.spawned, pid)
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
@@ -767,11 +764,11 @@ func (s *System) Stop() {
 		}
 		_ = s.root.PoisonFuture(p.pid).Wait()
 	}
-	s.as.Shutdown()
 	s.mu.Lock()
 	for _, a := range s.actors {
 		a.stopPinned()
 	}
+	spawned := s.spawned
 	s.mu.Unlock()
 	s.warm.close()
 	s.pinWG.Wait()
@@ -780,6 +777,7 @@ func (s *System) Stop() {
 	close(s.evq)
 	s.evMu.Unlock()
 	<-s.evDone
+	s.as.release(spawned)
 }
 
 // Done reports whether Stop was called.

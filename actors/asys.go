@@ -1,0 +1,159 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// A protoactor actor system costs about 3,000 allocations to make (its
+// process registry: 1,024 concurrent maps, shards.go) — half the
+// allocations and a tenth of the CPU of a 10-node pipeline's Run. A
+// stopped System whose actors are all gone from the registry hands its
+// actor system to the next System instead of shutting it down: a few are
+// kept (asysKeep), at about 124 KB each. What stays behind in it is
+// nothing of the old session's: its actors are removed from the registry
+// (a reused system whose registry still holds more than its own processes
+// is shut down instead), and the next System names its actors with the
+// system's generation, so a late message to an old session's actor finds
+// no actor of the new one by name. protoactor's own log lines (dead
+// letters) go to the logger of the System that holds the actor system
+// (swapHandler): a dead letter to an old session's actor that arrives
+// after its actor system was taken again is logged by the new one's.
+const asysKeep = 4
+
+type asys struct {
+	as   *actor.ActorSystem
+	log  *swapHandler
+	gen  uint64 // how many Systems used it before this one
+	base int    // the registry's processes of its own (event stream, ...)
+}
+
+var asysFree struct {
+	mu   sync.Mutex
+	free []*asys
+}
+
+// takeActorSystem is an actor system for a System logging to logger: a
+// kept one, or a new one.
+func takeActorSystem(logger *slog.Logger) *asys {
+	asysFree.mu.Lock()
+	var a *asys
+	if n := len(asysFree.free); n > 0 {
+		a = asysFree.free[n-1]
+		asysFree.free[n-1] = nil
+		asysFree.free = asysFree.free[:n-1]
+	}
+	asysFree.mu.Unlock()
+	if a != nil {
+		a.gen++
+		a.log.set(logger.Handler())
+		return a
+	}
+	a = &asys{log: &swapHandler{}}
+	a.log.set(logger.Handler())
+	// A message that reaches a stopped actor (a node's last report while
+	// Stop poisons it) starts protoactor's dead-letter log throttle, a
+	// goroutine that lives for the throttle's interval after the system
+	// stopped; a short interval bounds that.
+	a.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(a.log) }),
+		actor.WithDeadLetterThrottleInterval(50*time.Millisecond))
+	a.base = registered(a.as)
+	return a
+}
+
+// name is the registry name of a node's actor in this actor system.
+func (a *asys) name(node string) string {
+	if a.gen == 0 {
+		return "node-" + node
+	}
+	return "node-" + node + "$" + strconv.FormatUint(a.gen, 10)
+}
+
+// release ends a System's use of its actor system: its actors (every pid
+// it spawned) are removed from the registry and the system is kept for
+// the next System, or shut down when enough are kept or something of the
+// old System is still registered.
+func (a *asys) release(spawned []*actor.PID) {
+	for _, p := range spawned {
+		a.as.ProcessRegistry.Remove(p)
+	}
+	a.log.set(slog.DiscardHandler)
+	if registered(a.as) == a.base {
+		asysFree.mu.Lock()
+		if len(asysFree.free) < asysKeep {
+			asysFree.free = append(asysFree.free, a)
+			asysFree.mu.Unlock()
+			return
+		}
+		asysFree.mu.Unlock()
+	}
+	a.as.Shutdown()
+}
+
+// registered counts the processes in an actor system's registry.
+func registered(as *actor.ActorSystem) int {
+	n := 0
+	for _, m := range as.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += m.Count()
+	}
+	return n
+}
+
+// swapHandler is an actor system's log handler: the handler of the System
+// that holds it.
+type swapHandler struct {
+	h atomic.Pointer[slog.Handler]
+}
+
+func (s *swapHandler) set(h slog.Handler) { s.h.Store(&h) }
+
+func (s *swapHandler) cur() slog.Handler { return *s.h.Load() }
+
+func (s *swapHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return s.cur().Enabled(ctx, l)
+}
+
+func (s *swapHandler) Handle(ctx context.Context, r slog.Record) error {
+	return s.cur().Handle(ctx, r)
+}
+
+func (s *swapHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &derivedHandler{s: s, with: func(h slog.Handler) slog.Handler { return h.WithAttrs(attrs) }}
+}
+
+func (s *swapHandler) WithGroup(name string) slog.Handler {
+	return &derivedHandler{s: s, with: func(h slog.Handler) slog.Handler { return h.WithGroup(name) }}
+}
+
+// derivedHandler is a swapHandler with attributes or a group: applied to
+// the current handler at each record.
+type derivedHandler struct {
+	s    *swapHandler
+	with func(slog.Handler) slog.Handler
+}
+
+func (d *derivedHandler) cur() slog.Handler { return d.with(d.s.cur()) }
+
+func (d *derivedHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return d.cur().Enabled(ctx, l)
+}
+
+func (d *derivedHandler) Handle(ctx context.Context, r slog.Record) error {
+	return d.cur().Handle(ctx, r)
+}
+
+func (d *derivedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	prev := d.with
+	return &derivedHandler{s: d.s, with: func(h slog.Handler) slog.Handler { return prev(h).WithAttrs(attrs) }}
+}
+
+func (d *derivedHandler) WithGroup(name string) slog.Handler {
+	prev := d.with
+	return &derivedHandler{s: d.s, with: func(h slog.Handler) slog.Handler { return prev(h).WithGroup(name) }}
+}
