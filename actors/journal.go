@@ -63,6 +63,18 @@ type Journal interface {
 	Commit(ctx context.Context, c *Commit) error
 }
 
+// ContextKeeper is a Journal that says whether it keeps the run context of
+// the commits (Commit.Context). One that does not (a session that is not
+// durable and writes no checkpoint file) is given commits whose Context is
+// nil where it would be the whole context: a firing from an outside
+// envelope (context_base empty) would sort its whole context into a list
+// no one reads — two allocations and a sort per event of a reactive
+// ingest. A delta over a base is the one the firing's envelopes carry,
+// made anyway, and is kept.
+type ContextKeeper interface {
+	KeepsContext() bool
+}
+
 // JournalFunc adapts a function to Journal.
 type JournalFunc func(ctx context.Context, c *Commit) error
 

@@ -142,6 +142,13 @@ type nodeActor struct {
 	// the journal and not yet reported back (committed).
 	io       *pinned
 	inflight int
+
+	// runFn runs the firing handed to the runner (handed), made on the
+	// first firing; outcomeKey and retryKey are the context keys
+	// internal.outcome.<node> and internal.retry_count.<node>, made then.
+	runFn                func()
+	handed               *job
+	outcomeKey, retryKey string
 }
 
 // stopPinned ends the actor's goroutines (after the actor stopped).
@@ -799,24 +806,40 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		// message of this mailbox.
 		res := a.run(ctx, job)
 		crash.Point("handler-done")
-		c.Send(self, &runDone{firing: firing, res: res})
+		job.done = runDone{firing: firing, res: res}
+		c.Send(self, &job.done)
 		return
 	}
 	// The handler runs on the runner, from this goroutine once the mailbox
 	// runs dry (pinned.handOff), and reports back to the mailbox, which
 	// the same goroutine then runs when it is idle (pinned.claim): a hop
 	// wakes no goroutine of the node's while nothing else arrives.
-	if !a.s.handOff(&a.mailbox, &a.runner, func() {
-		res := a.run(ctx, job)
-		crash.Point("handler-done")
-		a.runner.claim(&a.mailbox)
-		a.s.root.Send(self, &runDone{firing: firing, res: res})
-	}) {
+	job.runCtx, job.self = ctx, self
+	a.handed = job
+	if a.runFn == nil {
+		a.runFn = a.runHanded
+	}
+	if !a.s.handOff(&a.mailbox, &a.runner, a.runFn) {
+		a.handed = nil
 		a.running = false
 		a.cancel.cancel()
 		return
 	}
 	a.tailed = true
+}
+
+// runHanded runs the firing tryFire handed to the runner (a.handed: the
+// node has one firing at a time, and the next is handed only once this
+// one's runDone came back), then reports it to the mailbox.
+func (a *nodeActor) runHanded() {
+	defer a.s.wg.Done()
+	job := a.handed
+	a.handed = nil // the job is not kept past its firing
+	res := a.run(job.runCtx, job)
+	crash.Point("handler-done")
+	a.runner.claim(&a.mailbox)
+	job.done = runDone{firing: job.firing, res: res}
+	a.s.root.Send(job.self, &job.done)
 }
 
 // refuse consumes a batch the scheduler will never run: in a pipeline the
@@ -871,9 +894,14 @@ type job struct {
 	msg1     [1]nodes.Message
 	changed8 [8]string
 	// attemptIn is the input of the attempt running, res its result
-	// (run.go).
+	// (run.go), done its report to the actor.
 	attemptIn nodes.Input
 	res       runResult
+	done      runDone
+	// runCtx and self: the handler's context and the node's actor, for the
+	// runner (runHanded).
+	runCtx context.Context
+	self   *actor.PID
 }
 
 // prepare builds the firing of batch from tc, its first envelope's

@@ -107,8 +107,11 @@ func (a *nodeActor) finish(m *runDone) bool {
 		if o.PreferredLabel != "" {
 			set("preferred_label", o.PreferredLabel)
 		}
-		set("internal.outcome."+a.node.ID, string(o.Status))
-		set("internal.retry_count."+a.node.ID, strconv.Itoa(j.attempts-1))
+		if a.outcomeKey == "" {
+			a.outcomeKey, a.retryKey = "internal.outcome."+a.node.ID, "internal.retry_count."+a.node.ID
+		}
+		set(a.outcomeKey, string(o.Status))
+		set(a.retryKey, strconv.Itoa(j.attempts-1))
 	}
 	recordUpdates(bs, updates)
 
@@ -128,7 +131,11 @@ func (a *nodeActor) finish(m *runDone) bool {
 	for i, e := range job.batch {
 		consumed[i] = e.GetId()
 	}
-	ctxKV, base, _ := job.hopContext(ctx, false)
+	var ctxKV []*pb.KV
+	base := ""
+	if a.s.commitWhole || job.tc.base != "" {
+		ctxKV, base, _ = job.hopContext(ctx, false)
+	}
 	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
 		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {

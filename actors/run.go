@@ -139,7 +139,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		j.attemptIn = j.in
 		in := &j.attemptIn
 		in.Attempt = attempt
-		in.AttemptID = a.s.cfg.SessionID + "/" + j.node.ID + "/" + strconv.FormatUint(j.firing, 10) + "/" + strconv.Itoa(attempt)
+		in.AttemptID = attemptID(a.s.cfg.SessionID, j.node.ID, j.firing, attempt)
 		in.OnUsage = func(u nodes.Usage) {
 			j.charged = j.charged.Add(u)
 			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
@@ -259,4 +259,18 @@ func retryReason(o *nodes.Outcome) string {
 		return o.Notes
 	}
 	return "the handler returned " + string(o.Status) + " without a reason"
+}
+
+// attemptID is <session>/<node>/<firing>/<attempt>, made in one allocation
+// (a concatenation and the firing's number were two).
+func attemptID(session, node string, firing uint64, attempt int) string {
+	var buf [96]byte
+	b := append(buf[:0], session...)
+	b = append(b, '/')
+	b = append(b, node...)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, firing, 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, int64(attempt), 10)
+	return string(b)
 }

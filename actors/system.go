@@ -164,6 +164,10 @@ type System struct {
 	pinWG   sync.WaitGroup // the actors' pinned goroutines (the warm pool's)
 	warm    warmPool
 
+	// commitWhole: the journal keeps the run context, so a commit over no
+	// base carries the whole context (ContextKeeper).
+	commitWhole bool
+
 	seq     atomic.Uint64 // event sequence
 	topo    atomic.Pointer[topology]
 	sched   *scheduler.Scheduler
@@ -252,6 +256,10 @@ func New(cfg Config) (*System, error) {
 		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
 	}
 	s.warm.wg = &s.pinWG
+	s.commitWhole = true
+	if k, ok := cfg.Journal.(ContextKeeper); ok {
+		s.commitWhole = k.KeepsContext()
+	}
 	s.storedPrefix = strings.TrimSuffix(broker.AllStored(cfg.SessionID), ">")
 	s.threads.seed(cfg.Threads)
 	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
@@ -715,7 +723,9 @@ func (s *System) runOn(p *pinned, f func()) bool {
 
 // handOff is runOn from the goroutine running from (inside its
 // function): f runs on p, on this goroutine once from runs dry
-// (pinned.handOff).
+// (pinned.handOff). f must call s.wg.Done when it returns (a node's run
+// function, made once: a closure wrapping f was an allocation per
+// firing).
 func (s *System) handOff(from, p *pinned, f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -723,10 +733,7 @@ func (s *System) handOff(from, p *pinned, f func()) bool {
 		return false
 	}
 	s.wg.Add(1)
-	from.handOff(p, func() {
-		defer s.wg.Done()
-		f()
-	})
+	from.handOff(p, f)
 	return true
 }
 

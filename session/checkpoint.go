@@ -444,6 +444,15 @@ func (j *journal) flush() error {
 // written somewhere).
 func (j *journal) keepContext() bool { return j.dir != "" || j.kv != nil || j.offline }
 
+// KeepsContext implements actors.ContextKeeper: a journal that keeps no
+// run context is given no whole context in its commits. Asked once, when
+// the session's actors are made (its store and directory are set by then).
+func (j *journal) KeepsContext() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.keepContext()
+}
+
 // apply changes the state by one commit; it does no I/O.
 func (j *journal) apply(c *actors.Commit) {
 	// The contexts first: the commit's and its envelopes' are deltas over

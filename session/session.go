@@ -689,6 +689,8 @@ func (t timedJournal) Commit(ctx context.Context, c *actors.Commit) error {
 	return err
 }
 
+func (t timedJournal) KeepsContext() bool { return t.jr.KeepsContext() }
+
 func (t timedJournal) CommitAsync(ctx context.Context, c *actors.Commit, done func(error)) {
 	start := t.clk.Now()
 	t.jr.CommitAsync(ctx, c, func(err error) {
