@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Capabilities a role or node may grant an agent (Request.Permissions).
@@ -52,13 +53,24 @@ var builtinRoleFiles embed.FS
 
 // BuiltinRoles returns the built-in roles: orchestrator, planner, coder,
 // verifier and docreviewer.
+//
+// The files are parsed once per process; each call returns a map of its
+// own (every Run registers the CLI agents, which parsed them every time:
+// 1.5% of the CPU of a 10-node pipeline's Run).
 func BuiltinRoles() map[string]Role {
-	roles, err := loadRolesFS(builtinRoleFiles, "roles")
+	parsed, err := builtinRoles()
 	if err != nil {
 		panic("agent: built-in roles: " + err.Error()) // caught by the tests
 	}
+	roles := make(map[string]Role, len(parsed))
+	for k, r := range parsed {
+		r.Capabilities = slices.Clone(r.Capabilities)
+		roles[k] = r
+	}
 	return roles
 }
+
+var builtinRoles = sync.OnceValues(func() (map[string]Role, error) { return loadRolesFS(builtinRoleFiles, "roles") })
 
 // LoadRoles returns the built-in roles with those of dir added or
 // replacing them: one file per role, NAME.md, holding a header between
