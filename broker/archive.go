@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,8 +33,9 @@ import (
 // Layout: the bucket sy_archive holds a session's entries under
 // <session>.kv.<key>, the names of its archived objects under
 // <session>.objects (a JSON list), and, written last, <session>.archived
-// (the time it was archived): a session's archive is complete once that
-// mark is there. The object store sy_archive holds its objects under
+// (the mark: a summary its caller made of the entries, which
+// ArchivedSessions returns without reading anything else): a session's
+// archive is complete once the mark is there. The object store sy_archive holds its objects under
 // <session>/<name>.
 const ArchiveName = "sy_archive"
 
@@ -112,9 +112,16 @@ func Archived(ctx context.Context, js jetstream.JetStream, session string) (bool
 	return err == nil, err
 }
 
-// ArchivedSessions lists the archived sessions of the store. It reads the
-// archive stream's subjects, not its values.
-func ArchivedSessions(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+// ArchivedSession is an archived session: its id and the summary its
+// archiving wrote in its mark (ArchiveSession's summary).
+type ArchivedSession struct {
+	ID      string
+	Summary []byte
+}
+
+// ArchivedSessions lists the archived sessions of the store with their
+// summaries, read through one ordered consumer over the marks.
+func ArchivedSessions(ctx context.Context, js jetstream.JetStream) ([]ArchivedSession, error) {
 	st, err := js.Stream(ctx, "KV_"+ArchiveName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
@@ -123,19 +130,22 @@ func ArchivedSessions(ctx context.Context, js jetstream.JetStream) ([]string, er
 		return nil, fmt.Errorf("broker: archive: %w", err)
 	}
 	prefix := "$KV." + ArchiveName + "."
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+"*.archived"))
+	var out []ArchivedSession
+	err = lastPerSubject(ctx, st, prefix+"*.archived", func(m jetstream.Msg) error {
+		if op := m.Headers().Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return nil
+		}
+		id := strings.TrimSuffix(strings.TrimPrefix(m.Subject(), prefix), ".archived")
+		if ValidToken(id) {
+			out = append(out, ArchivedSession{ID: id, Summary: m.Data()})
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: archive: %w", err)
 	}
-	ids := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		id := strings.TrimSuffix(strings.TrimPrefix(subj, prefix), ".archived")
-		if ValidToken(id) {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids, nil
+	slices.SortFunc(out, func(a, b ArchivedSession) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // ensureArchive makes the archive's bucket and object store where the
@@ -204,13 +214,15 @@ func lookUp(ctx context.Context, js jetstream.JetStream, names ...string) ([]jet
 //
 // The caller makes sure nothing writes the session's bucket meanwhile (it
 // holds the session's lease, or nobody does and the session is over).
+// summary, when not nil, makes the mark's value from the entries copied
+// (key → value), for ArchivedSessions.
 //
 // A completed run pays for it in round trips to the server, overlapped
 // where they can be: the four streams looked up at once; the entries and
 // the objects read each through one ordered consumer, side by side, every
 // copy published at once and acknowledged together; the mark; the two
 // deletions at once. The first archive of a store makes the archive too.
-func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string, st Storage) error {
+func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string, st Storage, summary func(entries map[string][]byte) []byte) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
@@ -227,8 +239,9 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 		return err
 	}
 	var (
-		mu   sync.Mutex
-		acks []jetstream.PubAckFuture
+		mu      sync.Mutex
+		acks    []jetstream.PubAckFuture
+		entries = map[string][]byte{}
 	)
 	publish := func(m *nats.Msg) error {
 		f, err := js.PublishMsgAsync(m)
@@ -248,6 +261,9 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 				return nil
 			}
 			key := strings.TrimPrefix(m.Subject(), prefix)
+			if summary != nil {
+				entries[key] = m.Data()
+			}
 			return publish(&nats.Msg{Subject: "$KV." + ArchiveName + "." + archiveKeys(session) + key, Data: m.Data()})
 		})
 	}, func() error {
@@ -260,7 +276,10 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 		return fmt.Errorf("broker: archive %s: %w", session, err)
 	}
 	crash.Point("archive-copied") // copied, not marked: the bucket is the record
-	mark, _ := time.Now().UTC().MarshalText()
+	var mark []byte
+	if summary != nil {
+		mark = summary(entries)
+	}
 	if _, err := js.Publish(ctx, "$KV."+ArchiveName+"."+archivedMark(session), mark); err != nil {
 		return fmt.Errorf("broker: archive %s: %w", session, err)
 	}

@@ -78,7 +78,7 @@ func TestArchiveSession(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, rec.Archived, "read from its bucket while it has one")
 
-	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage))
+	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage, summary))
 	names := streamNames(t, js)
 	require.NotContains(t, names, "KV_"+broker.KVName("s1"), "its bucket is gone")
 	require.NotContains(t, names, "OBJ_"+broker.ObjectsName("s1"), "its object store is gone")
@@ -116,7 +116,7 @@ func TestArchiveSession(t *testing.T) {
 		require.ErrorIs(t, err, broker.ErrArtifactMismatch, "%s: the sha256 is still checked", what)
 	}
 	check("archived")
-	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage), "archiving again")
+	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage, summary), "archiving again")
 	check("archived again")
 
 	_, err = broker.OpenRecord(ctx(t), js, "nosuch")
@@ -140,7 +140,7 @@ func TestArchiveSession(t *testing.T) {
 	// It stores another artifact and completes again: both kinds read.
 	later, err := broker.PutArtifact(ctx(t), js, "s1", "b/2/later.txt", "file", []byte("later"), broker.FileStorage)
 	require.NoError(t, err)
-	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage))
+	require.NoError(t, broker.ArchiveSession(ctx(t), js, "s1", broker.FileStorage, summary))
 	check("archived after a restore")
 	got, err = broker.GetArtifact(ctx(t), js, later)
 	require.NoError(t, err)
@@ -166,7 +166,15 @@ func TestArchiveSession(t *testing.T) {
 
 func mustArchived(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
-	ids, err := broker.ArchivedSessions(ctx(t), js)
+	list, err := broker.ArchivedSessions(ctx(t), js)
 	require.NoError(t, err)
+	var ids []string
+	for _, a := range list {
+		require.Equal(t, "meta "+`{"id":"`+a.ID+`"}`, string(a.Summary), "the mark holds the summary of the entries")
+		ids = append(ids, a.ID)
+	}
 	return ids
 }
+
+// summary is what the test's archiving writes in the mark.
+func summary(entries map[string][]byte) []byte { return []byte("meta " + string(entries["session.meta"])) }

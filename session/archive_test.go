@@ -67,6 +67,20 @@ func TestCompletedSessionsArchived(t *testing.T) {
 	for _, st := range list {
 		require.Equal(t, "success", st.Status, st.ID)
 		require.True(t, st.Archived, st.ID)
+		// As its record says it (List read it from the archive's mark).
+		cp, err := session.LoadCheckpoint(ctx, r.broker, st.ID, 0)
+		require.NoError(t, err)
+		meta, err := session.ReadMeta(ctx, r.broker, st.ID)
+		require.NoError(t, err)
+		require.Equal(t, *meta, st.Meta)
+		require.Equal(t, cp.Seq, st.Seq)
+		require.True(t, cp.Timestamp.Equal(st.Last), "%v %v", cp.Timestamp, st.Last)
+	}
+	marks, err := broker.ArchivedSessions(ctx, js)
+	require.NoError(t, err)
+	require.Len(t, marks, 4)
+	for _, m := range marks {
+		require.Contains(t, string(m.Summary), `"status":"success"`, "the mark sums the session up")
 	}
 	hist, err := session.History(ctx, r.broker, "a1")
 	require.NoError(t, err)

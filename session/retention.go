@@ -2,17 +2,20 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/pool"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // DefaultRetain is how long a completed durable session is kept.
@@ -58,14 +61,21 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 	for _, st := range out {
 		seen[st.ID] = true
 	}
-	for _, id := range archived {
-		if seen[id] {
+	for _, a := range archived {
+		if seen[a.ID] {
 			continue
 		}
-		if st, ok := readStored(ctx, b, id); ok {
-			st.Archived = true
-			out = append(out, st)
+		// What its archiving summed up of it (archiveSummary), else what
+		// its record says.
+		var st Stored
+		if json.Unmarshal(a.Summary, &st) != nil || st.ID != a.ID || st.Status == "" {
+			var ok bool
+			if st, ok = readStored(ctx, b, a.ID); !ok {
+				continue
+			}
 		}
+		st.Archived = true
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, nil
@@ -206,7 +216,7 @@ func releaseFinished(ctx context.Context, b *broker.Broker, id string, completed
 		if err := pool.ForgetOutcomes(ctx, js, id); err != nil {
 			return err
 		}
-		if err := broker.ArchiveSession(ctx, js, id, b.Storage()); err != nil {
+		if err := broker.ArchiveSession(ctx, js, id, b.Storage(), archiveSummary(id)); err != nil {
 			return err
 		}
 	}
@@ -234,4 +244,52 @@ func releaseIdle(ctx context.Context, b *broker.Broker, id string, completed boo
 		return err
 	}
 	return releaseFinished(ctx, b, id, completed)
+}
+
+// archiveSummary makes the mark of completed session id in the archive
+// from its bucket's entries: the Stored that List reports of it, so that
+// listing and collecting the archived sessions (gc, and run and serve at
+// their start) read one consumer over the marks instead of each session's
+// record. It makes none (List reads the session's record) when the entries
+// do not say it all: no record of itself, no snapshot, or records after
+// the last snapshot.
+func archiveSummary(id string) func(entries map[string][]byte) []byte {
+	return func(entries map[string][]byte) []byte {
+		var m Meta
+		if json.Unmarshal(entries[metaKey], &m) != nil || m.ID != id {
+			return nil
+		}
+		var cp struct { // of the snapshot, what Stored says
+			Timestamp time.Time `json:"timestamp"`
+			Seq       uint64    `json:"seq"`
+			Status    string    `json:"status"`
+		}
+		if json.Unmarshal(entries[latestKey], &cp) != nil || cp.Status == "" || cp.Status == "running" {
+			return nil
+		}
+		var lastKey string
+		for k := range entries {
+			if strings.HasPrefix(k, journalPrefix) && k > lastKey {
+				lastKey = k // recordKey's numbers are zero-padded
+			}
+		}
+		if lastKey != "" {
+			rec := &pb.JournalRecord{}
+			if proto.Unmarshal(entries[lastKey], rec) != nil {
+				return nil
+			}
+			if recs := records(rec); recs[len(recs)-1].GetSeq() > cp.Seq {
+				return nil
+			}
+		}
+		st := Stored{Meta: m, Status: cp.Status, Seq: cp.Seq, Last: m.Started, Archived: true}
+		if !cp.Timestamp.IsZero() {
+			st.Last = cp.Timestamp
+		}
+		data, err := json.Marshal(st)
+		if err != nil {
+			return nil
+		}
+		return data
+	}
 }
