@@ -3,13 +3,16 @@ package broker
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,12 +33,18 @@ import (
 // gives an archived session its bucket back (a resume); DeleteSession
 // removes both.
 //
-// Layout: the bucket sy_archive holds a session's entries under
-// <session>.kv.<key>, the names of its archived objects under
+// Layout: the bucket sy_archive holds a session's entries packed together,
+// in the order the session wrote them (packEntries), under <session>.kv.0
+// (and .1, .2… when they outgrow partSize: the first part's header
+// Switchyard-Parts says how many), the names of its archived objects under
 // <session>.objects (a JSON list), and, written last, <session>.archived
 // (the mark: a summary its caller made of the entries, which
 // ArchivedSessions returns without reading anything else): a session's
-// archive is complete once the mark is there. The object store sy_archive holds its objects under
+// archive is complete once the mark is there. Packed, a completed session
+// is two or three messages of the archive's stream: nats-server's start
+// costs about 2 µs per message it recovers (9,000 small messages 24 ms,
+// 2,000 of the same bytes in all 12 ms, here), and a session's bucket
+// holds a dozen. The object store sy_archive holds its objects under
 // <session>/<name>.
 const ArchiveName = "sy_archive"
 
@@ -52,24 +61,68 @@ func archivedObjects(session string) string { return session + ".objects" }
 func archivedObject(session, name string) string { return session + "/" + name }
 
 // Record reads the entries of a session's KV bucket: from the bucket
-// itself, or, once the session is archived, from the archive.
+// itself, or, once the session is archived, from the archive (read whole
+// when it is opened).
 type Record struct {
-	kv     jetstream.KeyValue
-	prefix string
-	// Archived says the entries are read from the archive.
+	kv jetstream.KeyValue
+	// Archived says the entries are read from the archive; archived are
+	// they, in the order they were written.
 	Archived bool
+	archived []archivedEntry
+}
+
+type archivedEntry struct {
+	key   string
+	value []byte
 }
 
 // Get returns the latest value of key.
 func (r *Record) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	return r.kv.Get(ctx, r.prefix+key)
+	if !r.Archived {
+		return r.kv.Get(ctx, key)
+	}
+	for i := range r.archived {
+		if r.archived[i].key == key {
+			return &r.archived[i], nil
+		}
+	}
+	return nil, jetstream.ErrKeyNotFound
 }
 
-// Stream is the name of the stream that holds the entries.
-func (r *Record) Stream() string { return "KV_" + r.kv.Bucket() }
+// First is the oldest key written that starts with prefix ("" when
+// there is none).
+func (r *Record) First(ctx context.Context, js jetstream.JetStream, prefix string) (string, error) {
+	if r.Archived {
+		for _, e := range r.archived {
+			if strings.HasPrefix(e.key, prefix) {
+				return e.key, nil
+			}
+		}
+		return "", nil
+	}
+	s, err := js.Stream(ctx, "KV_"+r.kv.Bucket())
+	if err != nil {
+		return "", err
+	}
+	subj := "$KV." + r.kv.Bucket() + "."
+	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj+prefix+">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(m.Subject, subj), nil
+}
 
-// Subject is the subject that holds key's values in Stream.
-func (r *Record) Subject(key string) string { return "$KV." + r.kv.Bucket() + "." + r.prefix + key }
+// An archived entry is a jetstream.KeyValueEntry.
+func (e *archivedEntry) Bucket() string                  { return ArchiveName }
+func (e *archivedEntry) Key() string                     { return e.key }
+func (e *archivedEntry) Value() []byte                   { return e.value }
+func (e *archivedEntry) Revision() uint64                { return 0 }
+func (e *archivedEntry) Created() time.Time              { return time.Time{} }
+func (e *archivedEntry) Delta() uint64                   { return 0 }
+func (e *archivedEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
 // OpenRecord opens the entries of session: its bucket when it has one,
 // else its archive. A session that has neither is jetstream.ErrBucketNotFound.
@@ -84,29 +137,124 @@ func OpenRecord(ctx context.Context, js jetstream.JetStream, session string) (*R
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, err
 	}
-	arch, err := js.KeyValue(ctx, ArchiveName)
+	s, err := js.Stream(ctx, "KV_"+ArchiveName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, jetstream.ErrBucketNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
-	if _, err := arch.Get(ctx, archivedMark(session)); errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := s.GetLastMsgForSubject(ctx, "$KV."+ArchiveName+"."+archivedMark(session)); errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, jetstream.ErrBucketNotFound
 	} else if err != nil {
 		return nil, err
 	}
-	return &Record{kv: arch, prefix: archiveKeys(session), Archived: true}, nil
+	entries, err := readPacked(ctx, s, session)
+	if err != nil {
+		return nil, fmt.Errorf("broker: archive of %s: %w", session, err)
+	}
+	return &Record{Archived: true, archived: entries}, nil
+}
+
+// partSize bounds a part of a session's packed entries (the server's
+// max_payload is 1 MiB by default).
+const partSize = 512 << 10
+
+// packEntries packs entries, in order: for each, its key's length and its
+// key, its value's length and its value (unsigned varints).
+func packEntries(entries []archivedEntry) []byte {
+	n := 0
+	for _, e := range entries {
+		n += 2*binary.MaxVarintLen64 + len(e.key) + len(e.value)
+	}
+	b := make([]byte, 0, n)
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e.key)))
+		b = append(b, e.key...)
+		b = binary.AppendUvarint(b, uint64(len(e.value)))
+		b = append(b, e.value...)
+	}
+	return b
+}
+
+func unpackEntries(b []byte) ([]archivedEntry, error) {
+	var out []archivedEntry
+	next := func() ([]byte, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return nil, false
+		}
+		v := b[k : k+int(n)]
+		b = b[k+int(n):]
+		return v, true
+	}
+	for len(b) > 0 {
+		key, ok := next()
+		if !ok {
+			return nil, errors.New("packed entries cut short")
+		}
+		val, ok := next()
+		if !ok {
+			return nil, errors.New("packed entries cut short")
+		}
+		out = append(out, archivedEntry{key: string(key), value: val})
+	}
+	return out, nil
+}
+
+// partSubject is the subject of part i of session's packed entries.
+func partSubject(session string, i int) string {
+	return "$KV." + ArchiveName + "." + archiveKeys(session) + strconv.Itoa(i)
+}
+
+// packedMsgs are the messages of session's packed entries: its parts, the
+// first saying how many there are.
+func packedMsgs(session string, entries []archivedEntry) []*nats.Msg {
+	data := packEntries(entries)
+	var msgs []*nats.Msg
+	for i := 0; i == 0 || i*partSize < len(data); i++ {
+		m := nats.NewMsg(partSubject(session, i))
+		m.Data = data[i*partSize : min((i+1)*partSize, len(data))]
+		msgs = append(msgs, m)
+	}
+	msgs[0].Header.Set(partsHeader, strconv.Itoa(len(msgs)))
+	return msgs
+}
+
+const partsHeader = "Switchyard-Parts"
+
+// readPacked reads session's packed entries from the archive's stream s.
+func readPacked(ctx context.Context, s jetstream.Stream, session string) ([]archivedEntry, error) {
+	first, err := s.GetLastMsgForSubject(ctx, partSubject(session, 0))
+	if err != nil {
+		return nil, err
+	}
+	parts, err := strconv.Atoi(first.Header.Get(partsHeader))
+	if err != nil || parts < 1 {
+		return nil, fmt.Errorf("its first part says %q parts", first.Header.Get(partsHeader))
+	}
+	data := first.Data
+	for i := 1; i < parts; i++ {
+		m, err := s.GetLastMsgForSubject(ctx, partSubject(session, i))
+		if err != nil {
+			return nil, fmt.Errorf("part %d: %w", i, err)
+		}
+		data = append(data, m.Data...)
+	}
+	return unpackEntries(data)
 }
 
 // Archived reports whether session is archived (its archive complete).
 func Archived(ctx context.Context, js jetstream.JetStream, session string) (bool, error) {
-	arch, err := js.KeyValue(ctx, ArchiveName)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	s, err := js.Stream(ctx, "KV_"+ArchiveName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	_, err = arch.Get(ctx, archivedMark(session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	_, err = s.GetLastMsgForSubject(ctx, "$KV."+ArchiveName+"."+archivedMark(session))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}
 	return err == nil, err
@@ -241,7 +389,7 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	var (
 		mu      sync.Mutex
 		acks    []jetstream.PubAckFuture
-		entries = map[string][]byte{}
+		entries []archivedEntry
 	)
 	publish := func(m *nats.Msg) error {
 		f, err := js.PublishMsgAsync(m)
@@ -260,15 +408,21 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 			if op := m.Headers().Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 				return nil
 			}
-			key := strings.TrimPrefix(m.Subject(), prefix)
-			if summary != nil {
-				entries[key] = m.Data()
-			}
-			return publish(&nats.Msg{Subject: "$KV." + ArchiveName + "." + archiveKeys(session) + key, Data: m.Data()})
+			entries = append(entries, archivedEntry{key: strings.TrimPrefix(m.Subject(), prefix), value: m.Data()})
+			return nil
 		})
 	}, func() error {
 		return archiveObjects(ctx, js, objSrc, akv, session, publish)
 	})
+	// (A part beyond those of an earlier, interrupted archiving of the
+	// session, which had more, stays unread until the session is deleted:
+	// the first part says how many there are.)
+	for _, m := range packedMsgs(session, entries) {
+		if err != nil {
+			break
+		}
+		err = publish(m)
+	}
 	if err == nil {
 		err = waitAcks(ctx, acks)
 	}
@@ -278,7 +432,11 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	crash.Point("archive-copied") // copied, not marked: the bucket is the record
 	var mark []byte
 	if summary != nil {
-		mark = summary(entries)
+		byKey := make(map[string][]byte, len(entries))
+		for _, e := range entries {
+			byKey[e.key] = e.value
+		}
+		mark = summary(byKey)
 	}
 	if _, err := js.Publish(ctx, "$KV."+ArchiveName+"."+archivedMark(session), mark); err != nil {
 		return fmt.Errorf("broker: archive %s: %w", session, err)
@@ -430,34 +588,11 @@ func RestoreSession(ctx context.Context, js jetstream.JetStream, session string,
 	if ok, err := Archived(ctx, js, session); err != nil || !ok {
 		return err
 	}
-	akv, err := js.KeyValue(ctx, ArchiveName)
+	s, err := js.Stream(ctx, "KV_"+ArchiveName)
 	if err != nil {
 		return fmt.Errorf("broker: restore %s: %w", session, err)
 	}
-	w, err := akv.Watch(ctx, archiveKeys(session)+">", jetstream.IgnoreDeletes())
-	if err != nil {
-		return fmt.Errorf("broker: restore %s: %w", session, err)
-	}
-	var entries []jetstream.KeyValueEntry
-	func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case e, ok := <-w.Updates():
-				if !ok {
-					err = errors.New("watcher stopped")
-					return
-				}
-				if e == nil {
-					return
-				}
-				entries = append(entries, e)
-			case <-ctx.Done():
-				err = ctx.Err()
-				return
-			}
-		}
-	}()
+	entries, err := readPacked(ctx, s, session)
 	if err != nil {
 		return fmt.Errorf("broker: restore %s: %w", session, err)
 	}
@@ -467,7 +602,7 @@ func RestoreSession(ctx context.Context, js jetstream.JetStream, session string,
 	}
 	acks := make([]jetstream.PubAckFuture, 0, len(entries))
 	for _, e := range entries {
-		f, err := js.PublishAsync("$KV."+kv.Bucket()+"."+strings.TrimPrefix(e.Key(), archiveKeys(session)), e.Value())
+		f, err := js.PublishAsync("$KV."+kv.Bucket()+"."+e.key, e.value)
 		if err != nil {
 			return fmt.Errorf("broker: restore %s: %w", session, err)
 		}
@@ -479,10 +614,6 @@ func RestoreSession(ctx context.Context, js jetstream.JetStream, session string,
 	// The mark first: from then on the bucket is the session's record.
 	// (Purged from the stream, not the bucket: a KV purge leaves a marker
 	// on the subject, which ArchivedSessions would count.)
-	s, err := js.Stream(ctx, "KV_"+ArchiveName)
-	if err != nil {
-		return fmt.Errorf("broker: restore %s: %w", session, err)
-	}
 	for _, subj := range []string{archivedMark(session), archiveKeys(session) + ">"} {
 		if err := s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+ArchiveName+"."+subj)); err != nil {
 			return fmt.Errorf("broker: restore %s: %w", session, err)

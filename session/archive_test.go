@@ -60,6 +60,11 @@ func TestCompletedSessionsArchived(t *testing.T) {
 	for _, name := range after1 {
 		require.False(t, strings.Contains(name, "a1"), "nothing of a1's own is left: %v", after1)
 	}
+	// Each costs the archive's stream three messages (its packed entries,
+	// its objects' names, its mark): a server's start recovers each.
+	arch, err := js.Stream(ctx, "KV_"+broker.ArchiveName)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4*3), arch.CachedInfo().State.Msgs)
 
 	list, err := session.List(ctx, r.broker)
 	require.NoError(t, err)

@@ -253,21 +253,13 @@ func inboundByNode(sess string, inbound func() []string) map[string][]string {
 // firstRecord is the sequence number of the oldest journal record kept (0
 // when there is none).
 func firstRecord(ctx context.Context, js jetstream.JetStream, r *broker.Record) (uint64, error) {
-	stream, err := js.Stream(ctx, r.Stream())
-	if err != nil {
-		return 0, err
-	}
-	prefix := r.Subject(journalPrefix)
-	m, err := stream.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(prefix+"*"))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
+	key, err := r.First(ctx, js, journalPrefix)
+	if err != nil || key == "" {
 		return 0, err
 	}
 	var seq uint64
-	if _, err := fmt.Sscanf(strings.TrimPrefix(m.Subject, prefix), "%d", &seq); err != nil {
-		return 0, fmt.Errorf("session: journal key %s: %w", m.Subject, err)
+	if _, err := fmt.Sscanf(strings.TrimPrefix(key, journalPrefix), "%d", &seq); err != nil {
+		return 0, fmt.Errorf("session: journal key %s: %w", key, err)
 	}
 	return seq, nil
 }
