@@ -262,10 +262,20 @@ func checkStoreAccess(cfg broker.Config, command string) error {
 }
 
 // startOrResume starts a served session, or resumes it when the store has
-// it running already (a process serving it died).
+// it running already (a process serving it died) — in the run and work
+// directories it recorded, as the sessions serve adopts, not in this
+// process's.
 func startOrResume(ctx context.Context, f *serveFlags, cfg session.Config, stderr io.Writer) (*session.Session, error) {
 	if f.durable && f.resume && cfg.ID != "" {
 		if cp, err := session.LoadCheckpoint(ctx, cfg.Broker, cfg.ID, 0); err == nil && cp.Status == "running" {
+			if m, err := session.ReadMeta(ctx, cfg.Broker, cfg.ID); err == nil {
+				if m.LogsDir != "" {
+					cfg.LogsDir = m.LogsDir
+				}
+				if m.WorkDir != "" {
+					cfg.WorkDir = m.WorkDir
+				}
+			}
 			fmt.Fprintf(stderr, "resuming session %s from checkpoint %d\n", cfg.ID, cp.Seq)
 			return session.Resume(ctx, cfg)
 		}

@@ -159,6 +159,69 @@ func TestServeResumesItsFilesOnly(t *testing.T) {
 	require.NoError(t, exited(t, allDone, &logsAll), logsAll.String())
 }
 
+// TestServeAdoptsInRecordedDirs: a session served from one directory with
+// a relative --workdir and --logs, whose serve process is killed, is
+// resumed by a serve of the same file started from another directory
+// without those flags — adopted as a running session of the file, or
+// named again with --id: its tool works in the recorded work directory (a
+// relative path lands there, not in the new process's directory) and its
+// run directory is the recorded one.
+func TestServeAdoptsInRecordedDirs(t *testing.T) {
+	for name, again := range map[string][]string{"adopted": nil, "same id": {"--id", "w1"}} {
+		t.Run(name, func(t *testing.T) { serveAdoptsInRecordedDirs(t, again) })
+	}
+}
+
+func serveAdoptsInRecordedDirs(t *testing.T, again []string) {
+	srv := brokertest.Start(t, brokertest.Listen("out", "adm"))
+	url := srv.ClientURL()
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "first"), filepath.Join(dir, "second")
+	require.NoError(t, os.Mkdir(first, 0o755))
+	require.NoError(t, os.Mkdir(second, 0o755))
+	file := effectsGraph(t, dir, "w", `echo "$SWITCHYARD_INPUT $(pwd)" >> out.txt`)
+	watcher, err := nats.Connect(url, nats.Token("adm"))
+	require.NoError(t, err)
+	defer watcher.Close()
+	pub := func(text string) {
+		t.Helper()
+		code, _, errOut := cli(t, "pub", "w1", "work", text, "--edge", "src:work", "--nats", url, "--token", "out")
+		require.Equal(t, 0, code, errOut)
+	}
+	work, runs := filepath.Join(first, "work"), filepath.Join(first, "runs", "w1")
+
+	var logs1, wlog syncBuffer
+	events := watchEvents(t, watcher, "sy.w1.evt.>", &wlog)
+	owner, ownerDone := startIn(t, first, &logs1, "serve", file, "--id", "w1", "--workdir", "work", "--logs", "runs",
+		"--nats", url, "--token", "adm")
+	events.wait("session.started", "")
+	pub("m0")
+	events.wait("node.completed", "work")
+	require.Equal(t, []string{"m0 " + work}, lines(t, filepath.Join(work, "out.txt")))
+	require.FileExists(t, filepath.Join(runs, "manifest.json"))
+	require.NoError(t, owner.Process.Signal(syscall.SIGKILL))
+	require.True(t, killed(<-ownerDone), logs1.String())
+	// What the adopted session writes to its run directory is new.
+	require.NoError(t, os.RemoveAll(filepath.Join(runs, "work")))
+	pub("m1")
+
+	var logs2 syncBuffer
+	resumed := watchEvents(t, watcher, "sy.w1.evt.>", &wlog)
+	adopter, adopterDone := startIn(t, second, &logs2, append([]string{"serve", file, "--nats", url, "--token", "adm"}, again...)...)
+	resumed.wait("session.resumed", "")
+	resumed.wait("node.completed", "work")
+	if again == nil {
+		waitLog(t, &logs2, "resumed session w1 (w)", 20*time.Second)
+	}
+	require.Equal(t, []string{"m0 " + work, "m1 " + work}, lines(t, filepath.Join(work, "out.txt")),
+		"the adopted session works in its recorded work directory")
+	require.NoFileExists(t, filepath.Join(second, "out.txt"))
+	require.FileExists(t, filepath.Join(runs, "work", "status.json"), "the adopted session writes to its recorded run directory")
+	require.NoDirExists(t, filepath.Join(second, ".switchyard", "sessions", "w1"))
+	require.NoError(t, adopter.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, exited(t, adopterDone, &logs2), logs2.String())
+}
+
 // TestResumeOfServedSessionRefused: while a serve process runs a durable
 // session — its tool in the middle of a firing — `resume S` and
 // `run FILE --resume RUNDIR` in other processes are refused with who
