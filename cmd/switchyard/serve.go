@@ -207,9 +207,14 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	if f.data != "" {
 		bcfg.DataDir = f.data
 	}
+	if err := bcfg.Validate(); err != nil {
+		return usageErr(err) // the flags do not make a server
+	}
 	b, err := broker.Start(ctx, bcfg)
 	if err != nil {
-		return usageErr(err)
+		// Not the command line's fault (exit 1): a server that cannot be
+		// reached, a data directory another process serves.
+		return &exitError{code: 1, err: err}
 	}
 	defer b.Close()
 	logsRoot := f.logs

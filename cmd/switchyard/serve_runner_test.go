@@ -276,3 +276,43 @@ func TestResumeOfServedSessionRefused(t *testing.T) {
 	require.Equal(t, 1, events.count("node.started", "work"))
 	require.Equal(t, 0, events.count("session.resumed", ""))
 }
+
+// TestDataDirLockedAcrossProcesses: a serve process holds its embedded
+// server's data directory; a serve and a run of another process on the
+// same directory fail, naming the process that holds it. Once that
+// process is killed the directory is free.
+func TestDataDirLockedAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	file := effectsGraph(t, dir, "l", "true")
+	pipeline, err := filepath.Abs("../../examples/hello.dot")
+	require.NoError(t, err)
+	bin := switchyardBinary(t)
+
+	var logs syncBuffer
+	first, firstDone := startIn(t, dir, &logs, "serve", file, "--id", "l1", "--data", data)
+	waitLog(t, &logs, "serving "+file+" as session l1", 30*time.Second)
+	inUse := "data directory " + data + " is in use by process " + fmt.Sprint(first.Process.Pid) +
+		" (one embedded server per directory: stop it, or reach its sessions with --nats)"
+	for _, args := range [][]string{
+		{"serve", file, "--id", "l2", "--data", data},
+		{"run", pipeline, "--data", data},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		cancel()
+		require.Error(t, err, "%v: %s", args, out)
+		require.Equal(t, 1, cmd.ProcessState.ExitCode(), "%v: %s", args, out)
+		require.Contains(t, string(out), inUse, args)
+	}
+	require.NotContains(t, logs.String(), "l2")
+
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	require.True(t, killed(<-firstDone), logs.String())
+	cmd := exec.Command(bin, "run", pipeline, "--data", data)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the directory of a killed process is free: %s", out)
+}
