@@ -91,3 +91,25 @@ func TestGoSessionGetsOutsideEvents(t *testing.T) {
 	rep := ex.Stop()
 	require.Equal(t, "running", rep.Status, "a session ends only when stopped")
 }
+
+// TestGoSessionEndsAtItsExit: a reactive session built in Go ends when
+// its graph says so — at an exit node it adds itself, reached from what an
+// outside event started — with the report of a completed run.
+func TestGoSessionEndsAtItsExit(t *testing.T) {
+	watch := newRecorder()
+	g := switchyard.New("oneshot", switchyard.GraphAttr("kind", "session")).
+		Agent("watch", watch).
+		Node("done", map[string]string{"shape": "Msquare"}).
+		Edge("watch", "done")
+	ex, err := switchyard.Stream(testCtx(t), g, switchyard.Message{})
+	require.NoError(t, err)
+	defer ex.Close()
+	require.Nil(t, ex.Graph().Node("exit"), "no implied exit")
+
+	require.NoError(t, ex.Publish(testCtx(t), "watch", switchyard.Message{Text: "deploy finished"}))
+	watch.wait(t)
+	rep, err := ex.Wait(testCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, "it completed at its exit: %s", rep.Reason)
+	require.Equal(t, "seen: deploy finished", rep.Result.Text, "the output that reached the exit")
+}
