@@ -467,6 +467,35 @@ func (s Storage) String() string {
 // whose value names the process that runs it (see package session).
 const LeaseBucket = "sy_leases"
 
+// LeaseMaxAge is how long the lease bucket keeps a message. An owner
+// renews its lease several times a TTL (seconds), so what ages out is what
+// nobody writes any more: the marker a released or purged lease leaves,
+// one per session ever run, which nats-server would otherwise recover at
+// every start of the store, for good. A lease's TTL must stay well below
+// it (session refuses a TTL above a third of it).
+const LeaseMaxAge = 24 * time.Hour
+
+// AgeLeases gives the lease bucket of a store made before LeaseMaxAge its
+// maximum age (a collection calls it; Leases makes new buckets with it).
+func AgeLeases(ctx context.Context, js jetstream.JetStream) error {
+	s, err := js.Stream(ctx, "KV_"+LeaseBucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.MaxAge == LeaseMaxAge {
+		return nil
+	}
+	cfg.MaxAge = LeaseMaxAge
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("broker: bucket %s: %w", LeaseBucket, err)
+	}
+	return nil
+}
+
 // Leases creates or opens the lease bucket.
 func Leases(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Option) (jetstream.KeyValue, error) {
 	o := newOptions(opts)
@@ -499,7 +528,7 @@ func Leases(ctx context.Context, js jetstream.JetStream, st Storage, opts ...Opt
 	kv, err = placed(ctx, func() (jetstream.KeyValue, error) {
 		return js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: LeaseBucket, Description: "switchyard: which process runs each session",
-			Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+LeaseBucket),
+			Storage: st.js(), History: 1, Replicas: o.replicasFor(ctx, js, "KV_"+LeaseBucket), TTL: LeaseMaxAge,
 		})
 	})
 	if err != nil {

@@ -320,3 +320,34 @@ func TestFreshOverExisting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "v", string(e.Value()))
 }
+
+// TestLeasesAgeOut: the lease bucket forgets what nobody writes any more
+// (the marker a released lease leaves, one per session ever run) after
+// LeaseMaxAge — a new bucket from its creation, the bucket of an older
+// store once a collection ages it.
+func TestLeasesAgeOut(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	maxAge := func() time.Duration {
+		t.Helper()
+		s, err := js.Stream(ctx(t), "KV_"+broker.LeaseBucket)
+		require.NoError(t, err)
+		return s.CachedInfo().Config.MaxAge
+	}
+	_, err := broker.Leases(ctx(t), js, broker.FileStorage)
+	require.NoError(t, err)
+	require.Equal(t, broker.LeaseMaxAge, maxAge())
+
+	require.NoError(t, js.DeleteKeyValue(ctx(t), broker.LeaseBucket))
+	kv, err := js.CreateKeyValue(ctx(t), jetstream.KeyValueConfig{Bucket: broker.LeaseBucket, History: 1})
+	require.NoError(t, err)
+	_, err = kv.Put(ctx(t), "s1", []byte("owner"))
+	require.NoError(t, err)
+	require.Zero(t, maxAge(), "a bucket of an older store keeps everything")
+	require.NoError(t, broker.AgeLeases(ctx(t), js))
+	require.Equal(t, broker.LeaseMaxAge, maxAge())
+	require.NoError(t, broker.AgeLeases(ctx(t), js), "again: nothing to change")
+	e, err := kv.Get(ctx(t), "s1")
+	require.NoError(t, err)
+	require.Equal(t, "owner", string(e.Value()), "a live lease is kept")
+}

@@ -201,6 +201,10 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
+	if ttl > broker.LeaseMaxAge/3 {
+		return nil, fmt.Errorf("session: a lease TTL of %v is too long: at most %v (the lease bucket forgets what is not written for %v)",
+			ttl, broker.LeaseMaxAge/3, broker.LeaseMaxAge)
+	}
 	kv, err := broker.Leases(ctx, b.JetStream(), b.Storage(), broker.Replicas(replicas))
 	if err != nil {
 		return nil, fmt.Errorf("session: lease: %w", err)

@@ -258,3 +258,20 @@ func TestLeaseSkewedClockLeavesALiveOwner(t *testing.T) {
 	require.NoError(t, err)
 	s2.Stop()
 }
+
+// TestLeaseTTLBelowBucketAge: a lease TTL the lease bucket could forget
+// between two renewals (broker.LeaseMaxAge) is refused at the start, with
+// the bound; one below it runs.
+func TestLeaseTTLBelowBucketAge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	cfg := r.durable(leaseGraph, "longttl")
+	cfg.LeaseTTL = broker.LeaseMaxAge/3 + time.Second
+	_, err := session.Start(ctx, cfg)
+	require.ErrorContains(t, err, "lease TTL of 8h0m1s is too long: at most 8h0m0s")
+	cfg.LeaseTTL = time.Minute
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	s.Stop()
+}

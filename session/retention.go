@@ -141,6 +141,9 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 	}
 	var removed []string
 	var errs []error
+	if !dryRun {
+		errs = append(errs, broker.AgeLeases(ctx, b.JetStream()))
+	}
 	for _, s := range all {
 		if s.Status == "running" {
 			continue
