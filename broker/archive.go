@@ -65,10 +65,10 @@ func archivedObject(session, name string) string { return session + "/" + name }
 // when it is opened).
 type Record struct {
 	kv jetstream.KeyValue
-	// Archived says the entries are read from the archive; archived are
-	// they, in the order they were written.
+	// Archived says the entries are read from the archive: entries, in
+	// the order they were written.
 	Archived bool
-	archived []archivedEntry
+	entries  []archivedEntry
 }
 
 type archivedEntry struct {
@@ -81,9 +81,9 @@ func (r *Record) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 	if !r.Archived {
 		return r.kv.Get(ctx, key)
 	}
-	for i := range r.archived {
-		if r.archived[i].key == key {
-			return &r.archived[i], nil
+	for i := range r.entries {
+		if r.entries[i].key == key {
+			return &r.entries[i], nil
 		}
 	}
 	return nil, jetstream.ErrKeyNotFound
@@ -93,7 +93,7 @@ func (r *Record) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, 
 // there is none).
 func (r *Record) First(ctx context.Context, js jetstream.JetStream, prefix string) (string, error) {
 	if r.Archived {
-		for _, e := range r.archived {
+		for _, e := range r.entries {
 			if strings.HasPrefix(e.key, prefix) {
 				return e.key, nil
 			}
@@ -153,7 +153,7 @@ func OpenRecord(ctx context.Context, js jetstream.JetStream, session string) (*R
 	if err != nil {
 		return nil, fmt.Errorf("broker: archive of %s: %w", session, err)
 	}
-	return &Record{Archived: true, archived: entries}, nil
+	return &Record{Archived: true, entries: entries}, nil
 }
 
 // partSize bounds a part of a session's packed entries (the server's
@@ -586,7 +586,7 @@ func readObject(ctx context.Context, js jetstream.JetStream, s jetstream.Stream,
 // not archived. The caller holds the session's lease.
 func RestoreSession(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) error {
 	if ok, err := Archived(ctx, js, session); err != nil || !ok {
-		return err
+		return err // nil: not archived
 	}
 	s, err := js.Stream(ctx, "KV_"+ArchiveName)
 	if err != nil {
@@ -625,28 +625,24 @@ func RestoreSession(ctx context.Context, js jetstream.JetStream, session string,
 // deleteArchived removes what the archive holds of session: its entries,
 // its mark and its objects.
 func deleteArchived(ctx context.Context, js jetstream.JetStream, session string) error {
-	akv, err := js.KeyValue(ctx, ArchiveName)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	s, err := js.Stream(ctx, "KV_"+ArchiveName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	var errs []error
-	if e, err := akv.Get(ctx, archivedObjects(session)); err == nil {
+	if m, err := s.GetLastMsgForSubject(ctx, "$KV."+ArchiveName+"."+archivedObjects(session)); err == nil {
 		var names []string
-		_ = json.Unmarshal(e.Value(), &names)
+		_ = json.Unmarshal(m.Data, &names)
 		for _, name := range names {
 			if err := deleteObject(ctx, js, ArchiveName, archivedObject(session, name)); err != nil {
 				errs = append(errs, err)
 			}
 		}
-	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		errs = append(errs, err)
-	}
-	s, err := js.Stream(ctx, "KV_"+ArchiveName)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
 	}
 	subjects := []string{session + ".>"}
 	if len(errs) > 0 {

@@ -245,11 +245,10 @@ func TestResumeOfServedSessionRefused(t *testing.T) {
 	events.wait("session.started", "")
 	code, _, errOut := cli(t, "pub", "r1", "work", "m0", "--edge", "src:work", "--nats", url, "--token", "out")
 	require.Equal(t, 0, code, errOut)
-	deadline := time.Now().Add(20 * time.Second)
-	for len(lines(t, effects)) == 0 {
-		require.True(t, time.Now().Before(deadline), "the tool never started: %s", logs.String())
-		time.Sleep(20 * time.Millisecond) // polling the tool's file
-	}
+	require.Eventually(t, func() bool {
+		data, _ := os.ReadFile(effects)
+		return len(data) > 0
+	}, 20*time.Second, 20*time.Millisecond, "the tool never started (its file)")
 
 	host, _ := os.Hostname()
 	held := regexp.MustCompile(`session r1 is served by ` + regexp.QuoteMeta(host) + ` pid ` + fmt.Sprint(owner.Process.Pid) +
