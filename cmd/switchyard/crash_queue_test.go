@@ -144,10 +144,16 @@ func crashQueue(t *testing.T, total int, point string) {
 		return cp.NodeVisits["work"], cp
 	}
 
+	// The journal as it is stored, read by the test across both processes:
+	// the journal keeps only its last records, so its history alone cannot
+	// show each of 100,000 envelopes consumed once.
+	watch := newJournalWatch("q1")
+
 	// First process: killed at the point.
 	start := time.Now()
 	done := serve(point)
 	b := connectServe(t, url, done, 60*time.Second, &logs)
+	unwatch := watch.follow(t, b)
 	sent := publish(b)
 	select {
 	case err := <-done:
@@ -155,6 +161,7 @@ func crashQueue(t *testing.T, total int, point string) {
 	case <-time.After(10 * time.Minute):
 		t.Fatal("serve was never killed")
 	}
+	unwatch()
 	_ = b.Close()
 	t.Logf("first process: %d of %d envelopes acknowledged before the kill", sent, total)
 
@@ -162,6 +169,8 @@ func crashQueue(t *testing.T, total int, point string) {
 	done = serve("")
 	b = connectServe(t, url, done, 60*time.Second, &logs)
 	defer b.Close()
+	unwatch = watch.follow(t, b)
+	defer unwatch()
 	require.Equal(t, total, publish(b), "every envelope acknowledged")
 	var cp *session.Checkpoint
 	fired := time.After(10 * time.Minute)
@@ -213,6 +222,25 @@ func crashQueue(t *testing.T, total int, point string) {
 	}
 	for id, n := range consumed {
 		require.Equal(t, 1, n, "%s consumed %d times", id, n)
+	}
+	// Every record the store held, compacted or not: each envelope
+	// consumed by exactly one firing of work, none lost.
+	all := watch.upTo(t, cp.Seq, 2*time.Minute)
+	byID := make(map[string]int, total)
+	firings = 0
+	for _, r := range all {
+		if r.GetNode() != "work" {
+			continue
+		}
+		firings++
+		for _, id := range r.GetConsumed() {
+			byID[id]++
+		}
+	}
+	require.Equal(t, total, firings, "one firing of work per envelope over the whole journal")
+	for i := 0; i < total; i++ {
+		id := "ev" + strconv.Itoa(i)
+		require.Equal(t, 1, byID[id], "%s consumed %d times over the whole journal", id, byID[id])
 	}
 	_, _, err = child(t, dir, "", "stop", "q1", "--nats", url, "--token", "adm")
 	require.NoError(t, err)

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard/switchyard/broker"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// journalWatch reads a session's journal entries as the serving processes
+// store them, through an ordered consumer of the session's bucket, so that
+// a test sees every record the store ever held: the journal keeps only its
+// last records (older ones are compacted), so a long run's history alone
+// cannot show that each envelope was consumed once. It follows one process
+// at a time (follow) and goes on after the next from where it stopped.
+type journalWatch struct {
+	session string
+
+	mu   sync.Mutex
+	recs map[uint64]*pb.JournalRecord // by record number
+	next uint64                       // the bucket stream's next sequence to read
+	err  error                        // a record that would not decode
+	// took is signalled (never blocking) whenever take read an entry.
+	took chan struct{}
+}
+
+func newJournalWatch(session string) *journalWatch {
+	return &journalWatch{session: session, recs: map[uint64]*pb.JournalRecord{}, next: 1, took: make(chan struct{}, 1)}
+}
+
+// follow reads the journal through b until the returned stop is called
+// (or b's server goes away). The bucket may not exist yet: follow waits
+// for it (the serving process makes it when it starts the session).
+func (w *journalWatch) follow(t *testing.T, b *broker.Broker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		bucket := broker.KVName(w.session)
+		stream := "KV_" + bucket
+		for ctx.Err() == nil {
+			w.mu.Lock()
+			start := w.next
+			w.mu.Unlock()
+			// A plain pull consumer without acknowledgements, not an
+			// ordered one: an ordered consumer whose server died retries
+			// its reset for ever, deaf to ctx.
+			cons, err := b.JetStream().CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+				FilterSubjects:    []string{"$KV." + bucket + ".journal.>"},
+				DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+				OptStartSeq:       start,
+				AckPolicy:         jetstream.AckNonePolicy,
+				InactiveThreshold: time.Minute,
+			})
+			if err != nil {
+				select { // not made yet, or the server is going away: look again
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
+			for ctx.Err() == nil {
+				batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+				if err != nil {
+					break // the server went away: made again above
+				}
+				for m := range batch.Messages() {
+					w.take(m)
+				}
+				if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
+					break
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// take records the records of one journal entry.
+func (w *journalWatch) take(m jetstream.Msg) {
+	md, err := m.Metadata()
+	if err != nil {
+		return
+	}
+	defer func() {
+		select {
+		case w.took <- struct{}{}:
+		default:
+		}
+	}()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.next = md.Sequence.Stream + 1
+	if len(m.Data()) == 0 {
+		return // a deletion or purge marker
+	}
+	entry := &pb.JournalRecord{}
+	if err := proto.Unmarshal(m.Data(), entry); err != nil {
+		w.err = err
+		return
+	}
+	batch := entry.Batch
+	entry.Batch = nil
+	for _, r := range append([]*pb.JournalRecord{entry}, batch...) {
+		w.recs[r.GetSeq()] = r // a record written again after a server restart replaces its first copy
+	}
+}
+
+// upTo waits until the watch has read every record up to last and returns
+// them in order; it fails the test on a gap (a record compacted before it
+// was read) or one that did not decode.
+func (w *journalWatch) upTo(t *testing.T, last uint64, within time.Duration) []*pb.JournalRecord {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		w.mu.Lock()
+		err, have := w.err, w.recs[last] != nil
+		w.mu.Unlock()
+		require.NoError(t, err, "a journal entry did not decode")
+		if have {
+			break
+		}
+		select {
+		case <-w.took:
+		case <-deadline:
+			t.Fatalf("the journal watch never read record %d", last)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]*pb.JournalRecord, 0, last)
+	for seq := uint64(1); seq <= last; seq++ {
+		r := w.recs[seq]
+		require.NotNil(t, r, "journal record %d was never read (compacted before the watch saw it)", seq)
+		out = append(out, r)
+	}
+	return out
+}
