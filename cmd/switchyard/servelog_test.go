@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,4 +28,75 @@ func TestLiveLogShowsEveryLimit(t *testing.T) {
 	before := out.String()
 	log.render(&pb.Event{Kind: "checkpoint.saved", SessionId: "s1", Node: "a", Time: at})
 	require.Equal(t, before, out.String(), "bookkeeping events are left out")
+}
+
+// TestServePrintsLimitsHit: a served session whose nodes hit their limits
+// for real — a fixed firing cap and a firing window — prints a line for
+// each in serve's default output, naming the session, the node, the limit
+// and the reason, while the session goes on serving.
+func TestServePrintsLimitsHit(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "limits.dot")
+	require.NoError(t, os.WriteFile(file, []byte(`digraph limits {
+		kind="session"
+		capped [prompt="answer", max_visits=1]
+		windowed [prompt="answer", max_visits="1/1h"]
+	}`), 0o644))
+	addr := freeAddr(t)
+	url := "nats://" + addr
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- execute([]string{"serve", file, "--id", "s1", "--listen", addr, "--token", "out", "--admin-token", "adm",
+			"--data", filepath.Join(dir, "data"), "--logs", filepath.Join(dir, "logs")}, &stdout, &stderr)
+	}()
+	pub := func(node, text string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			code, _, _ := cli(t, "pub", "s1", node, text, "--nats", url, "--token", "out", "--timeout", "2s")
+			return code == 0
+		}, 30*time.Second, 100*time.Millisecond, "pub to %s: %s", node, stderr.String())
+	}
+	printed := func(what string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(stdout.String(), what) },
+			30*time.Second, 20*time.Millisecond, "serve never printed %q:\n%s\n%s", what, stdout.String(), stderr.String())
+	}
+	line := func(node, kind string) string {
+		for _, l := range strings.Split(stdout.String(), "\n") {
+			if strings.Contains(l, " s1  ") && strings.Contains(l, node) && strings.Contains(l, kind+": ") {
+				return l
+			}
+		}
+		return ""
+	}
+
+	pub("capped", "first")
+	printed("capped               success")
+	pub("capped", "second")
+	require.Eventually(t, func() bool { return line("capped", "iterations.exceeded") != "" },
+		30*time.Second, 20*time.Millisecond, "no iterations.exceeded line for capped:\n%s", stdout.String())
+	require.Contains(t, line("capped", "iterations.exceeded"), "reached its limit of 1 firings", "the line gives the cap")
+
+	pub("windowed", "first")
+	printed("windowed             success")
+	pub("windowed", "second")
+	require.Eventually(t, func() bool { return line("windowed", "iterations.waiting") != "" },
+		30*time.Second, 20*time.Millisecond, "no iterations.waiting line for windowed:\n%s", stdout.String())
+	require.Contains(t, line("windowed", "iterations.waiting"), "1/1h): it waits until", "the line gives the window and the wait")
+
+	// Neither limit stopped the session: it still serves, and refuses the
+	// capped node's next event visibly.
+	pub("capped", "third")
+	require.Eventually(t, func() bool { return strings.Count(stdout.String(), "node.refused: node capped") == 2 },
+		30*time.Second, 20*time.Millisecond, "the third event was not refused visibly:\n%s", stdout.String())
+	code, _, errOut := cli(t, "stop", "s1", "--nats", url, "--token", "adm", "--timeout", "5s")
+	require.Equal(t, 0, code, errOut)
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit after stop")
+	}
+	t.Logf("serve's output:\n%s", stdout.String())
 }
