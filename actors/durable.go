@@ -313,6 +313,7 @@ func (a *nodeActor) track(m *delivery) bool {
 		a.maxSeq = m.seq
 	}
 	a.unacked.add(m.seq)
+	a.s.held.Add(1)
 	if held, ok := a.acks[id]; ok {
 		a.acks[id] = append(held, heldMsg{m.msg, m.seq})
 		a.s.Emit(&pb.Event{Kind: "envelope.duplicate", Node: a.node.ID, EdgeId: m.edge,
@@ -344,6 +345,7 @@ func (a *nodeActor) acknowledge(ids []string) {
 		for _, h := range a.acks[id] {
 			_ = h.msg.Ack()
 			a.unacked.remove(h.seq)
+			a.s.held.Add(-1)
 		}
 		delete(a.acks, id)
 	}

@@ -33,6 +33,16 @@ import (
 //     (ConsumerInfo); if the feed has not had them all tailGrace later,
 //     some were lost (lostTail).
 //
+//   - An acknowledgement is sent and not waited for: one on its way when
+//     the server went (a restart) is lost, and the server holds that
+//     message as delivered and unacknowledged for good — holding the
+//     consumer's acknowledgement floor, and so the work stream's trim,
+//     below it. After a reconnect (or the other looks above) the process
+//     compares the server's count of unacknowledged deliveries with the
+//     envelopes its nodes hold (System.held); when the server counts more
+//     and its acknowledgement floor has not moved tailGrace later, some
+//     acknowledgements were lost (lostAcks).
+//
 // Either way the feed is stopped and the consumer re-created from the
 // server's acknowledgement floor (refeed): every message above it is
 // delivered again. A node recognises by stream sequence what it already
@@ -191,6 +201,8 @@ func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
 		case s.watch.check.Swap(false):
 			if seen, delivered, lost := s.lostTail(ctx); lost {
 				s.resync(ctx, fmt.Sprintf("the server made %d deliveries, %d arrived", delivered, seen))
+			} else if pending, held, lost := s.lostAcks(ctx); lost {
+				s.resync(ctx, fmt.Sprintf("the server holds %d deliveries unacknowledged, the nodes %d", pending, held))
 			}
 		}
 	}
@@ -231,6 +243,44 @@ func (s *System) lostTail(ctx context.Context) (seen, delivered uint64, lost boo
 	}
 	seen = f.last.Load()
 	return seen, delivered, !f.torn.Load() && seen < delivered
+}
+
+// lostAcks reports whether acknowledgements the nodes sent were lost on
+// the way (the server restarted with them in flight): the server counts
+// more deliveries unacknowledged than the nodes hold, and its
+// acknowledgement floor stayed where it was for tailGrace. A delivery on
+// its way to a node, or an acknowledgement on its way to the server, makes
+// the counts differ for a moment, but then the floor moves or the counts
+// meet; one that makes them differ for good while the floor stays is
+// taken for a loss (a false alarm costs a re-creation, not a loss).
+func (s *System) lostAcks(ctx context.Context) (pending, held int64, lost bool) {
+	s.mu.Lock()
+	cons := s.consumer
+	s.mu.Unlock()
+	if cons == nil {
+		return 0, 0, false
+	}
+	look := func() (pending, held int64, floor uint64, ok bool) {
+		held = s.held.Load()
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, 0, 0, false
+		}
+		return int64(info.NumAckPending), max(held, s.held.Load()), info.AckFloor.Stream, true
+	}
+	pending, held, floor, ok := look()
+	if !ok || pending <= held {
+		return 0, 0, false
+	}
+	t := time.NewTimer(tailGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return 0, 0, false
+	}
+	pending, held, again, ok := look()
+	return pending, held, ok && pending > held && again == floor
 }
 
 // resync re-creates the consumer and its feed, trying again (every

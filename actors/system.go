@@ -206,6 +206,9 @@ type System struct {
 	feed         *feed
 	consumeEnded bool // stopConsuming was called: no feed starts again
 	watch        consumerWatch
+	// held counts the deliveries of the session's consumer that nodes hold
+	// unacknowledged (durable sessions), for lostAcks.
+	held atomic.Int64
 	// Sessions that are not durable: the subscriptions that dispatch to
 	// the nodes (guarded by mu); dispatchMu is held while one message is
 	// handed over.
