@@ -498,6 +498,10 @@ func (e *Execution) buildReport(sr *session.Report) *Report {
 		rep.Result = *e.result
 	case e.last != nil:
 		rep.Result = *e.last
+	case e.s != nil && e.s.EndContext() != nil:
+		// Resumed after its end was recorded: no node ran here, the
+		// journal's last context holds what reached the end.
+		rep.Result = Message{Text: e.s.EndContext()[KeyPrevious]}
 	}
 	seen := map[string]bool{}
 	for _, n := range sr.Nodes {

@@ -152,7 +152,11 @@ type Session struct {
 	failNode  string
 	failCause error
 	resumed   []*pb.Envelope // pending envelopes of the checkpoint resumed from
-	lease     *lease         // a durable session's lease, released by Stop
+	// endedAt is the whole context of a session resumed after its end was
+	// recorded (its journal's last state is not running): nothing runs
+	// again, and EndContext tells what had reached the end.
+	endedAt map[string]string
+	lease   *lease // a durable session's lease, released by Stop
 	// leaseGone is set when another process took the session over; ended
 	// when an operator's stop was recorded (End).
 	leaseGone, ended atomic.Bool
@@ -385,6 +389,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 	s.sys.Emit(&pb.Event{Kind: "session.resumed", Message: cp.CurrentNode,
 		Attrs: []*pb.KV{{Key: "pending", Value: fmt.Sprint(len(pending))}}})
 	if cp.Status != "running" {
+		s.endedAt = cp.Context
 		s.complete(cp.Status, cp.FailureReason)
 		return s, nil
 	}
@@ -664,6 +669,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.id }
+
+// EndContext is, for a session resumed after its journal recorded its
+// end (a run whose caller stopped waiting just after its last firing was
+// stored), the run context at that end; nil otherwise. Nothing runs again
+// in such a session, so this is where its result is.
+func (s *Session) EndContext() map[string]string { return s.endedAt }
 
 // timedJournal is the journal the actors commit to: timed by
 // Config.OnJournalWrite when it is set.
