@@ -19,16 +19,23 @@
 // AsyncJournal (a durable session's) the actor hands the record over without
 // waiting and the node fires its next input at once; the journal writes the
 // records that queued up meanwhile together, and when a firing's record is
-// stored the node's io goroutine publishes its outputs and events and
-// reports back (committed); the actor then acknowledges the consumed
-// envelopes, so an acknowledged envelope always has its firing journaled.
+// stored the node's io goroutine emits its events, hands its outputs to the
+// actors of the nodes that receive them (handOver, durable.go: in process,
+// not through the work stream — the record holds them as pending until
+// their consumption is recorded, and a resume publishes the pending ones
+// to the work stream) and reports back (committed); the actor then
+// acknowledges the consumed envelopes, so an acknowledged envelope always
+// has its firing journaled, and a node only ever receives an envelope
+// whose firing is journaled.
 // Envelopes consumed without a firing (refused by a budget or limit,
 // superseded or dropped by a live edit, a steer held) are recorded the same
 // way and acknowledged when their record is stored. Otherwise the commit
 // and publications run on the runner goroutine (a Journal that is not
 // async) or in place (a session that is not durable: nothing there
 // blocks). A durable session reads all its nodes' subjects through one
-// JetStream consumer and hands each envelope to its node's mailbox; its work
+// JetStream consumer and hands each envelope to its node's mailbox (the
+// work stream holds outside input, and the pending envelopes a resume
+// publishes again: nothing a node of the session sends another); its work
 // stream stores exactly those subjects while there are at most
 // broker.MaxListedSubjects of them, and past that the session's own
 // broker.Stored subjects, where outside input is stored by the session's

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -22,7 +24,8 @@ import (
 // per node: a graph of any size costs one consumer, and JetStream's consumer
 // limit never caps the graph). An envelope is acknowledged only once the
 // firing that consumed it is committed to the journal and the envelopes it
-// produced are published (acknowledged by JetStream), so a crash at any
+// produced are handed over (handOver: in process to the nodes of the
+// session, the journal holding them as pending), so a crash at any
 // point leaves it unacknowledged and it is delivered again after the
 // restart. Envelopes already consumed before the crash are recognised by
 // their ids (Config.Consumed, from the checkpoint) or lie at or below their
@@ -216,6 +219,13 @@ func (s *System) stopConsuming() {
 // consumer's goroutine and hands the envelope to the actor of the node
 // that reads its subject.
 func (s *System) deliverDurable(m jetstream.Msg) {
+	var seq uint64
+	if md, err := m.Metadata(); err == nil {
+		seq = md.Sequence.Stream
+	}
+	// Once it is handed on (or refused), whatever a node hands over in
+	// process comes after it (handOver).
+	defer raise(&s.fed, seq)
 	r, ok := s.routeOf(m.Subject())
 	if !ok {
 		// No node reads it (an edge or node a live edit removed, or a
@@ -225,10 +235,6 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 		_ = m.Term()
 		s.dropStored(m)
 		return
-	}
-	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
 	}
 	if seq != 0 && seq <= s.cfg.Floors[r.node] {
 		_ = m.Ack() // acknowledged by the node before the restart
@@ -261,6 +267,45 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 		env.Caller = c
 	}
 	s.root.Send(pid, &delivery{edge: s.edgeOfSubject(m.Subject()), env: env, msg: m, seq: seq})
+}
+
+// handOver hands an envelope a firing produced to the actor of the node
+// that reads subj, in process, once the firing's record is stored (the
+// session's nodes all live in its one owner): the envelope is not stored
+// in the work stream, which keeps outside input only. The journal holds it
+// as pending until the record of its consumption is stored; a resume
+// publishes the pending envelopes to the work stream, as before. It
+// returns false, and the envelope goes through the work stream, while the
+// consumer has not handed on what the runtime stored there (a resume's
+// pending envelopes), when no node reads subj (the stray watcher refuses it visibly) or the envelope
+// would be refused on arrival (checkEnvelope: the consumer's path refuses
+// it as it always did).
+func (s *System) handOver(subj, edge string, env *pb.Envelope) bool {
+	if s.fed.Load() < s.stored.Load() {
+		// An envelope the runtime stored (a resume's pending one, or one
+		// left to the stream) is not handed to its node yet: this one
+		// follows it through the stream, so an edge keeps its order.
+		return false
+	}
+	r, ok := s.routeOf(subj)
+	if !ok || checkEnvelope(s.cfg.SessionID, env) != nil {
+		return false
+	}
+	// A copy: the receiver may change its envelope (a join's missing
+	// inputs, a schedule's time) while the journal's state, which holds
+	// the one produced as pending, is written.
+	s.root.Send(r.pid, &delivery{edge: edge, env: proto.Clone(env).(*pb.Envelope), handed: true})
+	return true
+}
+
+// raise sets v to n when n is higher.
+func raise(v *atomic.Uint64, n uint64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // edgeOfSubject is the edge id a subject carries, an edge's or its Stored

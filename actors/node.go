@@ -28,6 +28,11 @@ type delivery struct {
 	env  *pb.Envelope
 	msg  jetstream.Msg // durable sessions: to acknowledge once consumed
 	seq  uint64        // its stream sequence
+	// handed: a durable session's envelope handed over in process by the
+	// firing that produced it, once that firing's record was stored
+	// (nothing to acknowledge: it is in no stream; the journal holds it
+	// as pending until the record of its consumption is stored).
+	handed bool
 }
 
 // Causes of a handler's cancellation by the scheduler; both are
@@ -330,6 +335,8 @@ func (a *nodeActor) Receive(c actor.Context) {
 				return
 			}
 			crash.Point("deliver")
+		} else if m.handed {
+			crash.Point("deliver")
 		}
 		if m.env.GetKind() == KindSteer {
 			a.holdSteer(m)
@@ -355,7 +362,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 				crash.Point("debounce-held") // held for a quiet window
 			}
 			if d := b.Dropped(); d > before {
-				if m.msg != nil {
+				if m.msg != nil || m.handed {
 					// The superseded envelopes are consumed: on record, then
 					// acknowledged.
 					a.discard(supersededBy(held, b.Pending()), "superseded by a newer envelope (delivery mode)")

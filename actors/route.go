@@ -257,11 +257,15 @@ func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.E
 		if i > 0 {
 			crash.Point("between-publish")
 		}
-		var subj string
+		var subj, edge string
 		if h.edge != nil {
-			_, subj = a.s.edgeNames(h.edge)
+			edge, subj = a.s.edgeNames(h.edge)
 		} else {
 			subj = broker.NodeIn(a.s.cfg.SessionID, h.to)
+		}
+		if a.s.cfg.Consume && a.s.handOver(subj, edge, h.env) {
+			crash.Point("handed")
+			continue
 		}
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
 			if a.s.cfg.Consume {

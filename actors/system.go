@@ -138,6 +138,12 @@ type Config struct {
 // and every handler goroutine.
 type System struct {
 	cfg Config
+	// stored is the highest work stream sequence the runtime published
+	// (Send: a resume's pending envelopes, an output handOver left to the
+	// stream), fed the highest the consumer handed to a node: an output is
+	// handed over in process only while fed has caught up with stored, so
+	// that it never overtakes an envelope on its way through the stream.
+	stored, fed atomic.Uint64
 	// work is the session's work stream, once a refused message was
 	// removed from it (dropStored).
 	workMu  sync.Mutex
@@ -594,7 +600,10 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 			if s.ingress.Load() {
 				msg.Subject = broker.Stored(subj)
 			}
-			_, err := s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
+			ack, err := s.cfg.JetStream.PublishMsg(ctx, msg, jetstream.WithMsgID(env.GetId()))
+			if err == nil {
+				raise(&s.stored, ack.Sequence)
+			}
 			return err
 		})
 	}

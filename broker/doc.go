@@ -38,7 +38,8 @@
 // # Session resources
 //
 // A session has a work stream SY_<session> (the inboxes and edges of its
-// graph, listed one by one up to MaxListedSubjects (Inbound, SetInbound),
+// graph — what outside clients publish there and what a resume publishes
+// again; the runtime hands what one node sends another in process —, listed one by one up to MaxListedSubjects (Inbound, SetInbound),
 // else the session's own Stored subjects, where the serving session stores
 // the outside input it checked (WorkSubjects); de-duplicated by
 // Nats-Msg-Id), a bounded

@@ -176,8 +176,9 @@ func lastEvent(t *testing.T, out []byte) map[string]any {
 	return last
 }
 
-// TestCrashPipeline kills a pipeline at 30 points of the runtime (between
-// a commit and its publications, between publications, between publish
+// TestCrashPipeline kills a pipeline at 33 points of the runtime (between
+// a commit and its publications, between publications, after an output
+// was handed in process to its receiver, between publish
 // and acknowledgement, in handlers, while a join waits, in the journal,
 // while the completed session is archived) and resumes it: the committed firings, the envelopes consumed and
 // produced, the iteration counts and the side effects equal those of an
@@ -197,6 +198,9 @@ func TestCrashPipeline(t *testing.T) {
 		"before-commit:2", "before-commit:7",
 		"after-commit:1", "after-commit:4", "after-commit:9",
 		"between-publish:1", "between-publish:2",
+		// An output handed in process to its receiver (its firing's
+		// record stored), before the firing's inputs are acknowledged.
+		"handed:1", "handed:4", "handed:9",
 		"after-publish:5", "after-publish:10",
 		"after-ack:3", "after-ack:8",
 		"join-wait:1", "join-wait:2",
@@ -321,7 +325,7 @@ func keys(m map[string]int) []string {
 	return out
 }
 
-// TestCrashServe kills a served reactive session at 9 points while an
+// TestCrashServe kills a served reactive session at 11 points while an
 // outside client publishes a stream of 30 envelopes onto it (one kill lands
 // while a debounce window holds envelopes), serves it again from the same
 // store and publishes what was not accepted: every envelope is consumed
@@ -332,8 +336,8 @@ func TestCrashServe(t *testing.T) {
 	feed, err := filepath.Abs("testdata/feed.dot")
 	require.NoError(t, err)
 	const total = 30
-	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "after-ack:12", "after-record:15",
-		"batch-published:6", "batch-acked:9"}
+	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "handed:4", "handed:17",
+		"after-ack:12", "after-record:15", "batch-published:6", "batch-acked:9"}
 	var survived, lost, doubled int
 	for _, p := range points {
 		t.Run(p, func(t *testing.T) {

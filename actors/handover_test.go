@@ -1,0 +1,51 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+)
+
+// TestHandOverFollowsTheStream: an output is handed to its node in process
+// only once the consumer has handed on every envelope the runtime stored
+// in the work stream (a resume's pending ones): until then it goes through
+// the stream behind them (false), so an edge keeps its order. The node
+// gets a copy of the envelope, not the one the journal holds.
+func TestHandOverFollowsTheStream(t *testing.T) {
+	as := actor.NewActorSystem()
+	defer as.Shutdown()
+	got := make(chan *delivery, 1)
+	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if d, ok := c.Message().(*delivery); ok {
+			got <- d
+		}
+	}))
+	defer as.Root.Stop(pid)
+	s := &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
+		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}
+	env := &pb.Envelope{Id: "s.a.1.a.b", Kind: KindHandoff}
+
+	raise(&s.stored, 7) // a resume stored a pending envelope at 7
+	raise(&s.fed, 6)
+	if s.handOver("sy.s.edge.a.b", "a.b", env) {
+		t.Fatal("handed over before the consumer handed on sequence 7")
+	}
+	raise(&s.fed, 7)
+	if !s.handOver("sy.s.edge.a.b", "a.b", env) {
+		t.Fatal("not handed over once the consumer caught up")
+	}
+	select {
+	case d := <-got:
+		if !d.handed || d.edge != "a.b" || d.env.GetId() != env.Id || d.env == env {
+			t.Fatalf("delivery %+v: want a copy of %s handed on edge a.b", d, env.Id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node got nothing")
+	}
+	if s.handOver("sy.s.edge.x.y", "x.y", env) {
+		t.Fatal("handed over on a subject no node reads")
+	}
+}
