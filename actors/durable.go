@@ -10,7 +10,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -291,10 +290,10 @@ func (s *System) handOver(subj, edge string, env *pb.Envelope) bool {
 	if !ok || checkEnvelope(s.cfg.SessionID, env) != nil {
 		return false
 	}
-	// A copy: the receiver may change its envelope (a join's missing
-	// inputs, a schedule's time) while the journal's state, which holds
-	// the one produced as pending, is written.
-	s.root.Send(r.pid, &delivery{edge: edge, env: proto.Clone(env).(*pb.Envelope), handed: true})
+	// The envelope itself, not a copy: the journal's state holds it as
+	// pending and may write it meanwhile, so a receiver changes a copy of
+	// it (a join's missing inputs, a schedule's time: nodeActor.decided).
+	s.root.Send(r.pid, &delivery{edge: edge, env: env, handed: true})
 	return true
 }
 
@@ -384,10 +383,15 @@ type heldMsg struct {
 // on, so the server has them before it has that checkpoint.
 func (a *nodeActor) acknowledge(ids []string) {
 	for _, id := range ids {
-		if a.s.cfg.Consume {
-			a.s.consumed.add(id) // read by track: durable deliveries only
+		held, ok := a.acks[id]
+		if !ok {
+			// Not from the work stream (handed over in process, a tick,
+			// a session that is not durable): no copy of it there to
+			// recognise.
+			continue
 		}
-		for _, h := range a.acks[id] {
+		a.s.consumed.add(id) // read by track: durable deliveries only
+		for _, h := range held {
 			_ = h.msg.Ack()
 			a.unacked.remove(h.seq)
 			a.s.held.Add(-1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/clock"
@@ -649,8 +650,10 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 	}
 	if len(d.Missing) > 0 {
 		// The firing's outcome says which inputs were missing.
-		for _, env := range batch {
+		for i, env := range batch {
+			env = proto.CloneOf(env) // a handed envelope is the journal's too (handOver)
 			env.Context = append(env.Context, &pb.KV{Key: "join.missing", Value: strings.Join(d.Missing, ",")})
+			batch[i] = env
 		}
 	}
 	a.queue = append(a.queue, batch)
@@ -662,9 +665,11 @@ func (a *nodeActor) decided(d scheduler.Decision, tick *pb.Envelope) {
 // announces) on its envelopes.
 func (a *nodeActor) scheduled(d scheduler.Decision, batch []*pb.Envelope) {
 	at := d.Scheduled.UTC().Format(time.RFC3339)
-	for _, env := range batch {
+	for i, env := range batch {
+		env = proto.CloneOf(env) // a handed envelope is the journal's too (handOver)
 		env.Context = append(env.Context, &pb.KV{Key: "schedule.time", Value: at},
 			&pb.KV{Key: "schedule.late", Value: strconv.FormatBool(d.Late)})
+		batch[i] = env
 	}
 	if d.Late {
 		missed := strconv.Itoa(d.Missed)
