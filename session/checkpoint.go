@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -514,8 +515,7 @@ func (j *journal) apply(c *actors.Commit) {
 	if c.Status != "" && j.keepContext() {
 		for _, kv := range c.Context {
 			if len(kv.Key) > len("internal.retry_count.") && kv.Key[:len("internal.retry_count.")] == "internal.retry_count." {
-				var n int
-				fmt.Sscan(kv.Value, &n)
+				n, _ := strconv.Atoi(kv.Value) // written by strconv.Itoa (actors)
 				j.retries[kv.Key[len("internal.retry_count."):]] = n
 			}
 		}
