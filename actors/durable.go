@@ -276,9 +276,9 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 // publishes the pending envelopes to the work stream, as before. It
 // returns false, and the envelope goes through the work stream, while the
 // consumer has not handed on what the runtime stored there (a resume's
-// pending envelopes), when no node reads subj (the stray watcher refuses it visibly) or the envelope
-// would be refused on arrival (checkEnvelope: the consumer's path refuses
-// it as it always did).
+// pending envelopes), when no node reads subj (the stray watcher refuses
+// it visibly) or when the envelope would be refused on arrival
+// (checkEnvelope: the consumer's path refuses it as it always did).
 func (s *System) handOver(subj, edge string, env *pb.Envelope) bool {
 	if s.fed.Load() < s.stored.Load() {
 		// An envelope the runtime stored (a resume's pending one, or one
