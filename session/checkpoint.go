@@ -122,6 +122,7 @@ type journal struct {
 	lastStatus  string                   // status of the last committed firing
 	kv          jetstream.KeyValue
 	js          jetstream.JetStream // to write a batch of records at once
+	acks        recordAcks          // where the stored records' acknowledgements come back (guarded by wmu)
 	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
 	due         bool                // batch holds a record to write now (the writer takes it)
 	writing     bool                // the writer goroutine runs
@@ -415,6 +416,7 @@ func (j *journal) flush() error {
 	if j.kv != nil {
 		j.wmu.Lock()
 		err := j.writeHeld(context.Background())
+		j.acks.close()
 		j.wmu.Unlock()
 		j.wwg.Wait() // the writer finds nothing due and ends
 		j.mwg.Wait() // and the upkeep ends

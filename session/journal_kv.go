@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -344,40 +346,56 @@ func entries(batch []pendingRecord) ([]entry, error) {
 // be the one this owner wrote last, so a process that lost its lease
 // writes nothing (ErrLeaseLost).
 func (j *journal) writeRecords(ctx context.Context, batch []entry) error {
-	subject := "$KV." + j.kv.Bucket() + "."
-	acks := make([]jetstream.PubAckFuture, 0, len(batch))
-	for i, r := range batch {
-		var opts []jetstream.PublishOpt
-		if j.fence != 0 {
-			opts = append(opts, jetstream.WithExpectLastSequence(j.fence+uint64(i)))
+	for len(batch) > 0 {
+		n := min(len(batch), ackWindow)
+		if err := j.writeWindow(ctx, batch[:n]); err != nil {
+			return err
 		}
-		f, err := j.js.PublishAsync(subject+recordKey(r.first), r.data, opts...)
-		if err != nil {
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// ackWindow is the most entries a writer has on their way at once (their
+// acknowledgements wait in the journal's channel).
+const ackWindow = 64
+
+// writeWindow is writeRecords of up to ackWindow entries.
+func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
+	subject := "$KV." + j.kv.Bucket() + "."
+	j.acks.drain()
+	sent := 0
+	first := j.acks.next
+	for i, r := range batch {
+		m := &nats.Msg{Subject: subject + recordKey(r.first), Data: r.data, Header: nats.Header{}}
+		if j.fence != 0 {
+			m.Header[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(j.fence+uint64(i), 10)}
+		}
+		if err := j.acks.publish(j.js.Conn(), m); err != nil {
 			break // disconnected: the rest is written the patient way
 		}
-		acks = append(acks, f)
+		sent++
 	}
 	crash.Point("batch-published")           // sent, no acknowledgement read yet
 	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
 	defer wait.Stop()
 	for i, r := range batch {
-		if i < len(acks) {
-			select {
-			case ack := <-acks[i].Ok():
-				if j.fence != 0 {
-					j.fence = ack.Sequence
-				}
-				j.written = append(j.written, writtenEntry{first: r.first, stream: ack.Sequence})
-				continue
-			case err := <-acks[i].Err():
-				if !broker.Transient(err) && !wrongLast(err) {
-					return err
-				}
-			case <-wait.C():
-				acks = acks[:i] // the rest is written the patient way
-			case <-ctx.Done():
-				return ctx.Err()
+		if i < sent {
+			seq, ok, err := j.acks.wait(ctx, wait.C(), first+uint64(i))
+			if err != nil {
+				return err
 			}
+			if ok {
+				if j.fence != 0 {
+					j.fence = seq
+				}
+				j.written = append(j.written, writtenEntry{first: r.first, stream: seq})
+				continue
+			}
+			// Refused, or no answer in time: this one and the rest are
+			// written the patient way (putRecord tells a lost
+			// acknowledgement, a moved fence and a full store apart).
+			sent = i
 		}
 		if err := j.putRecord(ctx, r.first, r.data); err != nil {
 			return err
@@ -387,6 +405,111 @@ func (j *journal) writeRecords(ctx context.Context, batch []entry) error {
 		}
 	}
 	return nil
+}
+
+// recordAcks receives the acknowledgements of the records the writer
+// publishes, on one inbox subscription of the journal's own (a channel
+// filled by the connection's reader: no goroutine, no JSON decoder — a
+// successful acknowledgement is read for its sequence; anything else sends
+// the record the patient way, putRecord, which reads the error). Each
+// publish's reply subject ends with its number, so an acknowledgement
+// that comes after its batch gave up on it is told apart. Guarded by the
+// journal's wmu.
+type recordAcks struct {
+	sub    *nats.Subscription
+	ch     chan *nats.Msg
+	nc     *nats.Conn
+	status chan nats.Status // the connection went down: what was on its way may get no answer
+	prefix string
+	next   uint64 // the number of the next publish
+}
+
+// publish sends m with a reply subject of its own.
+func (a *recordAcks) publish(nc *nats.Conn, m *nats.Msg) error {
+	if a.sub == nil {
+		a.prefix = nc.NewInbox() + "."
+		a.ch = make(chan *nats.Msg, 4*ackWindow) // a window, and what came late for the one before
+		sub, err := nc.ChanSubscribe(a.prefix+"*", a.ch)
+		if err != nil {
+			return err
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		a.sub, a.nc = sub, nc
+		a.status = nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING)
+	}
+	m.Reply = a.prefix + strconv.FormatUint(a.next, 10)
+	a.next++
+	return nc.PublishMsg(m)
+}
+
+// wait reads acknowledgements until publish n's: its stream sequence and
+// true when it was stored, false when it was refused or none came before
+// timeout or the connection went down meanwhile; an error only when ctx
+// ended.
+func (a *recordAcks) wait(ctx context.Context, timeout <-chan time.Time, n uint64) (uint64, bool, error) {
+	want := a.prefix + strconv.FormatUint(n, 10)
+	for {
+		select {
+		case m := <-a.ch:
+			if m.Subject != want {
+				continue // an earlier batch's, given up on
+			}
+			seq, ok := pubAckSeq(m.Data)
+			return seq, ok, nil
+		case <-timeout:
+			return 0, false, nil
+		case <-a.status:
+			return 0, false, nil
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	}
+}
+
+// drain drops the acknowledgements that came after their batch gave up
+// on them.
+func (a *recordAcks) drain() {
+	for {
+		select {
+		case <-a.ch:
+		case <-a.status:
+		default:
+			return
+		}
+	}
+}
+
+// close ends the subscription (the journal is flushed; a later write makes
+// another).
+func (a *recordAcks) close() {
+	if a.sub != nil {
+		_ = a.sub.Unsubscribe()
+		a.nc.RemoveStatusListener(a.status)
+		a.sub, a.status = nil, nil
+	}
+}
+
+// pubAckSeq reads a JetStream publish acknowledgement,
+// {"stream":"KV_x","seq":42} (perhaps with "domain" or "duplicate"): the
+// sequence, and false for anything else (an error, a reply of no
+// responders).
+func pubAckSeq(data []byte) (uint64, bool) {
+	if len(data) == 0 || bytes.Contains(data, []byte(`"error"`)) {
+		return 0, false
+	}
+	_, rest, ok := bytes.Cut(data, []byte(`"seq":`))
+	if !ok {
+		return 0, false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	seq, err := strconv.ParseUint(string(rest[:end]), 10, 64)
+	if err != nil || seq == 0 {
+		return 0, false
+	}
+	return seq, true
 }
 
 // putRecord writes one record, riding through a server restart.
