@@ -10,7 +10,10 @@
 // goroutine that hands a firing from one to the other goes on with it when
 // nothing else waits, so a hop wakes no goroutine of the node's while
 // nothing else arrives; the mailbox is released before the handler runs,
-// so the actor stays responsive). The actor then applies
+// so the actor stays responsive; in a session that is not durable, a
+// runner that finds the mailbox idle once the handler returned claims it
+// and applies the outcome itself, as Receive would have with the outcome
+// first in its mailbox, without a message). The actor then applies
 // the outcome: it updates the token's context and chooses the outgoing edges
 // by the node's routing policy (select one edge for pipelines, broadcast for
 // parallel nodes and reactive sessions). The firing is then committed to the

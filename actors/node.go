@@ -149,6 +149,9 @@ type nodeActor struct {
 	io       *pinned
 	inflight int
 
+	// self is the node's actor (set at its first message).
+	self *actor.PID
+
 	// runFn runs the firing handed to the runner (handed), made on the
 	// first firing; outcomeKey and retryKey are the context keys
 	// internal.outcome.<node> and internal.retry_count.<node>, made then.
@@ -325,6 +328,9 @@ func supersededBy(before, after []*pb.Envelope) []*pb.Envelope {
 
 // Receive never blocks: handlers run on goroutines owned by the System.
 func (a *nodeActor) Receive(c actor.Context) {
+	if a.self == nil {
+		a.self = c.Self()
+	}
 	if a.tailed {
 		a.tailed = a.mailbox.ageTail()
 	}
@@ -408,13 +414,7 @@ func (a *nodeActor) Receive(c actor.Context) {
 		a.take()
 		a.tryFire(c)
 	case *runDone:
-		a.cancel.cancel()
-		a.cancel = firingCancel{}
-		if a.finish(m) {
-			return // running until the firing's I/O reports back
-		}
-		a.running = false
-		a.afterFiring(c)
+		a.done(c, m)
 	case *committed:
 		if m.async {
 			a.inflight--
@@ -460,6 +460,19 @@ func (a *nodeActor) stopIdle() bool {
 	a.closeBuffers()
 	a.stopPinned()
 	return true
+}
+
+// done applies a firing's outcome (runDone) and lets the node go on: on
+// the actor goroutine, or on the runner's with the mailbox claimed
+// (runHanded; c is nil then).
+func (a *nodeActor) done(c actor.Context, m *runDone) {
+	a.cancel.cancel()
+	a.cancel = firingCancel{}
+	if a.finish(m) {
+		return // running until the firing's I/O reports back
+	}
+	a.running = false
+	a.afterFiring(c)
 }
 
 // afterFiring lets the node go on once a firing is over.
@@ -791,7 +804,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	a.firing++
 	a.running = true
 	firing := a.firing
-	self := c.Self()
+	self := a.self
 	job := a.prepare(batch, firing, tc)
 	job.ticket = t
 	if !a.inline {
@@ -819,7 +832,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		res := a.run(ctx, job)
 		crash.Point("handler-done")
 		job.done = runDone{firing: firing, res: res}
-		c.Send(self, &job.done)
+		a.s.root.Send(self, &job.done)
 		return
 	}
 	// The handler runs on the runner, from this goroutine once the mailbox
@@ -849,8 +862,17 @@ func (a *nodeActor) runHanded() {
 	a.handed = nil // the job is not kept past its firing
 	res := a.run(job.runCtx, job)
 	crash.Point("handler-done")
-	a.runner.claim(&a.mailbox)
 	job.done = runDone{firing: job.firing, res: res}
+	if a.runner.claim(&a.mailbox) && a.s.cfg.JetStream == nil && !a.retiring {
+		// The mailbox is this goroutine's (nothing runs Receive until it
+		// gives it back, and nothing waited there): a session that is not
+		// durable applies the outcome here, as Receive would have done
+		// with the runDone first in its mailbox, without a message through
+		// protoactor's mailbox. A durable one's I/O goes through the
+		// journal (finish), as a message.
+		a.done(nil, &job.done)
+		return
+	}
 	a.s.root.Send(job.self, &job.done)
 }
 

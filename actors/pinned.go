@@ -176,7 +176,7 @@ func (t tail) start() {
 		t.q.Schedule(t.fn)
 	default:
 		t.q.mu.Lock()
-		if t.q.head == len(t.q.queue) || t.q.stopped {
+		if (t.q.head == len(t.q.queue) && t.q.tail.q == nil) || t.q.stopped {
 			t.q.running = false
 			t.q.mu.Unlock()
 			return
