@@ -242,7 +242,8 @@ func (a *nodeActor) retired(c actor.Context, m *retire) {
 		for _, batch := range a.queue {
 			a.discard(batch, "node "+a.node.ID+" was removed by a live edit")
 		}
-		a.queue, a.head = nil, nil
+		a.queue = nil
+		a.dropHead()
 		a.discard(a.removedHeld, "node "+a.node.ID+" was removed by a live edit")
 		a.removedHeld = nil
 	}

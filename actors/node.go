@@ -113,8 +113,9 @@ type nodeActor struct {
 	queue   [][]*pb.Envelope          // batches ready to fire, in arrival order
 	joins   map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived (made on the first)
 	running bool
-	cur     *job          // the firing in progress
-	head    *tokenContext // the resolved context of queue[0] (nil: not yet)
+	cur     *job         // the firing in progress
+	head    tokenContext // the resolved context of queue[0], when hasHead
+	hasHead bool
 	ticket  *scheduler.Ticket
 	cancel  firingCancel
 	firing  uint64
@@ -521,7 +522,7 @@ func (a *nodeActor) joinsHere(bs []*pb.Branch) bool {
 // once: a batch whose context cannot be resolved is refused (ErrContext),
 // and the next one tried. It reports whether the head has its context.
 func (a *nodeActor) resolveHead() bool {
-	for a.head == nil && len(a.queue) > 0 {
+	for !a.hasHead && len(a.queue) > 0 {
 		batch := a.queue[0]
 		// The contexts of the other envelopes of the batch (a join's) are
 		// not used: the firing continues the first one's.
@@ -529,12 +530,12 @@ func (a *nodeActor) resolveHead() bool {
 		if a.joinsHere(batch[0].GetBranches()) {
 			// A fan-in continues from the fork's context (Branch.base).
 			a.s.ctxs.drop(batch[:1])
-			a.head = &tokenContext{}
+			a.head, a.hasHead = tokenContext{}, true
 			break
 		}
 		tc, err := a.s.resolveContext(batch[0])
 		if err == nil {
-			a.head = &tc
+			a.head, a.hasHead = tc, true
 			break
 		}
 		a.popQueue()
@@ -543,8 +544,11 @@ func (a *nodeActor) resolveHead() bool {
 			a.take()
 		}
 	}
-	return a.head != nil
+	return a.hasHead
 }
+
+// dropHead forgets the resolved context of the queue's head.
+func (a *nodeActor) dropHead() { a.head, a.hasHead = tokenContext{}, false }
 
 // popQueue removes the batch at the head of the queue. A small array is
 // kept when the queue empties: a node that fires one batch at a time
@@ -731,7 +735,8 @@ func (a *nodeActor) refuseHeld() {
 	a.halted = true
 	for len(a.queue) > 0 {
 		batch := a.queue[0]
-		a.queue, a.head = a.queue[1:], nil
+		a.queue = a.queue[1:]
+		a.dropHead()
 		a.refuse(batch, reason, cause)
 	}
 	rest := make([]*pb.Envelope, 0, len(held))
@@ -784,7 +789,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 			for len(a.queue) > 0 {
 				batch = a.queue[0]
 				a.popQueue()
-				a.head = nil
+				a.dropHead()
 				a.refuse(batch, w.Reason, w.Err)
 				if len(a.queue) == 0 {
 					a.take()
@@ -798,8 +803,8 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	}
 	a.waiting = ""
 	a.popQueue()
-	tc := *a.head
-	a.head = nil
+	tc := a.head
+	a.dropHead()
 	a.ticket = t
 	a.firing++
 	a.running = true
@@ -925,8 +930,11 @@ type job struct {
 
 	// Room for what most firings need, in the job's own allocation: the
 	// message of a batch of one and the keys a firing usually sets.
-	msg1     [1]nodes.Message
-	changed8 [8]string
+	msg1      [1]nodes.Message
+	changed8  [8]string
+	consumed1 [1]string
+	// commit is the firing's record (finish).
+	commit Commit
 	// attemptIn is the input of the attempt running, res its result
 	// (run.go), done its report to the actor.
 	attemptIn nodes.Input

@@ -127,7 +127,11 @@ func (a *nodeActor) finish(m *runDone) bool {
 	}
 	// The receivers of the envelopes take their context from here.
 	a.holdContexts(hops)
-	consumed := make([]string, len(job.batch))
+	consumed := job.consumed1[:0]
+	if len(job.batch) > len(job.consumed1) {
+		consumed = make([]string, 0, len(job.batch))
+	}
+	consumed = consumed[:len(job.batch)]
 	for i, e := range job.batch {
 		consumed[i] = e.GetId()
 	}
@@ -136,7 +140,8 @@ func (a *nodeActor) finish(m *runDone) bool {
 	if a.s.commitWhole || job.tc.base != "" {
 		ctxKV, base, _ = job.hopContext(ctx, false)
 	}
-	commit := &Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
+	commit := &job.commit
+	*commit = Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
 		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
