@@ -226,7 +226,7 @@ type System struct {
 	evSubjects sync.Map       // event kind -> its two subjects (eventSubjects)
 	evKinds    atomic.Int64   // kinds stored in evSubjects, or tried
 	evq        chan *pb.Event // events waiting to be published, in order
-	evDone     chan struct{}  // closed when publishEvents has drained evq
+	evDone     chan struct{}  // closed when publishEvents has drained evq (up to Stop's nil)
 	evMu       sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
 	evClosed   bool
 
@@ -280,8 +280,8 @@ func New(cfg Config) (*System, error) {
 	for _, id := range cfg.Consumed {
 		s.consumed.add(id)
 	}
-	s.evq, s.evDone = make(chan *pb.Event, 8192), make(chan struct{})
-	go s.publishEvents() // stopped by Stop, which closes evq and waits for evDone
+	s.evq, s.evDone = as.eventQueue(), make(chan struct{})
+	go s.publishEvents() // stopped by Stop, which queues a nil event and waits for evDone
 	scfg, err := scheduler.ConfigFrom(cfg.Graph)
 	if err != nil {
 		s.Stop()
@@ -664,6 +664,9 @@ func (s *System) publishEvents() {
 	defer close(s.evDone)
 	subjects := map[string][2]string{} // by kind: the protobuf and JSON subjects
 	for ev := range s.evq {
+		if ev == nil {
+			return // Stop: the queue is empty now, and nothing is queued again
+		}
 		ev.SessionId = s.cfg.SessionID
 		ev.Seq = s.seq.Add(1)
 		sj, ok := subjects[ev.Kind]
@@ -793,9 +796,12 @@ func (s *System) Stop() {
 	s.pinWG.Wait()
 	s.evMu.Lock()
 	s.evClosed = true
-	close(s.evq)
 	s.evMu.Unlock()
+	// The queue ends with a nil event rather than closed: drained, it is
+	// kept with the actor system for the next System (asys.eventQueue).
+	s.evq <- nil
 	<-s.evDone
+	s.as.evq = s.evq
 	s.as.release(spawned)
 }
 
