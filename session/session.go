@@ -502,7 +502,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		}
 	}
 	s := &Session{cfg: cfg, id: cfg.ID, done: make(chan struct{}), loopDone: make(chan struct{}),
-		events: make(chan *pb.Event, 4096), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
+		events: make(chan *pb.Event, sessionEvents), report: newReporter(cfg.Graph), started: cfg.Clock.Now()}
 	if cl != nil {
 		s.lease = cl // released by closeEvents, on every path from here
 	}
@@ -801,6 +801,13 @@ func CauseError(code string) error {
 
 // wants tells which event kinds the session's event loop needs: the
 // report's, and the Observer's (actors.Config.Wants).
+// sessionEvents is how many events wait between the System's event
+// goroutine and the session's (eventLoop). The System's own queue (8,192
+// events) is what absorbs a burst; this one was 4,096 events, 32 KB made
+// at every start, an eighth of the bytes a 10-node pipeline's Run
+// allocated.
+const sessionEvents = 256
+
 func (cfg *Config) wants(kind string) bool {
 	switch {
 	case kind == "node.completed" || kind == "session.completed":
