@@ -1,11 +1,13 @@
 package switchyard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
@@ -35,6 +37,29 @@ type Graph struct {
 
 	types map[string]nodes.Handler // handler types bound to Go code
 	errs  []error
+
+	// built is the last Build's graph and what it was built from; mu
+	// guards it (concurrent runs build the graph each).
+	mu    sync.Mutex
+	built *builtGraph
+}
+
+// builtGraph is a Build's result, kept for the next Build while the
+// Graph is unchanged. A Graph only grows (nodes, edges and bound types
+// are added, never removed or changed: Node copies its attributes), so
+// its counts tell whether it changed; the DOT source is compared whole.
+// Building it again at every Run was 5-8% of the CPU of a pipeline of
+// Go agents without checkpoints, whatever its length.
+type builtGraph struct {
+	g                   *graph.Graph
+	nodes, edges, types int
+	src                 []byte
+}
+
+// unchanged reports whether g is what b was built from.
+func (b *builtGraph) unchanged(g *Graph) bool {
+	return b.nodes == len(g.order) && b.edges == len(g.edges) && b.types == len(g.types) &&
+		(b.src == nil) == (g.src == nil) && bytes.Equal(b.src, g.src)
 }
 
 type edgeSpec struct {
@@ -284,10 +309,17 @@ func (g *Graph) BindHandler(typ string, h Handler) *Graph {
 
 // Build validates the graph and returns it in the runtime's model: the
 // same rules as a DOT file (a DOT graph's errors name file, line and
-// column).
+// column). The result is kept: while the Graph is unchanged, Build (and
+// so every Run) returns the same one, which is to be read only.
 func (g *Graph) Build() (*graph.Graph, error) {
 	if len(g.errs) > 0 {
 		return nil, errors.Join(g.errs...)
+	}
+	g.mu.Lock()
+	b := g.built
+	g.mu.Unlock()
+	if b != nil && b.unchanged(g) {
+		return b.g, nil
 	}
 	known := graph.WithKnownTypes(append(builtinTypes(), g.typeNames()...)...)
 	var out *graph.Graph
@@ -306,6 +338,12 @@ func (g *Graph) Build() (*graph.Graph, error) {
 		}
 		return nil, fmt.Errorf("switchyard: invalid graph %s:\n%s", g.displayName(), strings.Join(msgs, "\n"))
 	}
+	// Indexed now (Node indexes on first use): the runs that follow share
+	// it, and only read it.
+	out.Node("")
+	g.mu.Lock()
+	g.built = &builtGraph{g: out, nodes: len(g.order), edges: len(g.edges), types: len(g.types), src: bytes.Clone(g.src)}
+	g.mu.Unlock()
 	return out, nil
 }
 

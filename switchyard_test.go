@@ -1,6 +1,7 @@
 package switchyard_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -419,4 +420,40 @@ func TestBuildErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want, "Run refuses it before starting anything")
 		})
 	}
+}
+
+// Build keeps its result while the Graph is unchanged (every Run builds
+// it), and builds again once a node, an edge, a bound type or the DOT
+// source changed it.
+func TestBuildKept(t *testing.T) {
+	g := switchyard.New("g").Agent("a", &echo{})
+	first, err := g.Build()
+	require.NoError(t, err)
+	again, err := g.Build()
+	require.NoError(t, err)
+	require.Same(t, first, again, "unchanged: the same graph")
+
+	g.Agent("b", &echo{})
+	grown, err := g.Build()
+	require.NoError(t, err)
+	require.NotSame(t, first, grown)
+	require.NotNil(t, grown.Node("b"))
+	require.Nil(t, first.Node("b"), "a kept graph is never changed")
+
+	g.Edge("a", "b")
+	edged, err := g.Build()
+	require.NoError(t, err)
+	require.NotSame(t, grown, edged)
+	require.NotEmpty(t, edged.Outgoing("a"))
+
+	src := []byte(`digraph g { s [shape=Mdiamond]; x [shape=box]; e [shape=Msquare]; s -> x -> e }`)
+	d := switchyard.ParseDOT("g.dot", src)
+	one, err := d.Build()
+	require.NoError(t, err)
+	copy(src[bytes.Index(src, []byte("x [")):], "y")
+	copy(src[bytes.Index(src, []byte("-> x")):], "-> y")
+	two, err := d.Build()
+	require.NoError(t, err)
+	require.NotSame(t, one, two, "the source changed under the Graph")
+	require.NotNil(t, two.Node("y"))
 }
