@@ -115,7 +115,7 @@ func (s *Scheduler) admitLocked(node string) (*Ticket, *Wait, []Event, []string)
 		}
 	})
 	s.running[t] = true
-	s.setState(node, StateRunning, "", "", nil)
+	s.setStateAt(node, StateRunning, "", "", nil, now)
 	s.armWatchdog()
 	return t, nil, evs, nil
 }
@@ -174,6 +174,9 @@ func (s *Scheduler) scopesOf(node string) []string {
 
 // eachBudget calls fn with every budget covering node, innermost first.
 func (s *Scheduler) eachBudget(node string, fn func(*budget)) {
+	if len(s.budgets) == 0 {
+		return // no budget at all (most sessions): no scope to build and look up
+	}
 	if b := s.budgets[nodeScope(node)]; b != nil {
 		fn(b)
 	}
@@ -254,6 +257,9 @@ func (s *Scheduler) TakeHeld(node string) (held []Input, reason string, cause er
 }
 
 func (s *Scheduler) chargeLocked(node string, u Usage, wall time.Duration) (evs []Event, cancel, wake, stopped []string) {
+	if len(s.budgets) == 0 {
+		return nil, nil, nil, nil
+	}
 	var scopes []string
 	if nc := s.cfg.Nodes[node]; nc != nil {
 		scopes = nc.Scopes

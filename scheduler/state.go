@@ -71,12 +71,21 @@ func (s *Scheduler) stateFor(node string) *GateState {
 // setState records a node's state; Since changes only with the state or
 // its cause.
 func (s *Scheduler) setState(node, state, cause, reason string, fields map[string]string) {
+	s.setStateAt(node, state, cause, reason, fields, time.Time{})
+}
+
+// setStateAt is setState at now, read from the clock when zero (a caller
+// that has just read it passes it: one clock read less per admission).
+func (s *Scheduler) setStateAt(node, state, cause, reason string, fields map[string]string, now time.Time) {
 	st := s.stateFor(node)
 	if st == nil {
 		return
 	}
 	if st.State != state || st.Cause != cause {
-		st.Since = s.clk.Now()
+		if now.IsZero() {
+			now = s.clk.Now()
+		}
+		st.Since = now
 	}
 	st.State, st.Cause, st.Reason, st.Fields = state, cause, reason, fields
 }
