@@ -113,7 +113,9 @@ type nodeActor struct {
 	queue   [][]*pb.Envelope          // batches ready to fire, in arrival order
 	joins   map[string][]*pb.Envelope // fan-in: fork id -> branch tokens arrived (made on the first)
 	running bool
-	cur     *job         // the firing in progress
+	cur     *job // the firing in progress
+	// retry: the node's retry attributes, read at its first firing (run)
+	retry   retrySettingsCache
 	head    tokenContext // the resolved context of queue[0], when hasHead
 	hasHead bool
 	ticket  *scheduler.Ticket
@@ -892,7 +894,7 @@ func (a *nodeActor) refuse(batch []*pb.Envelope, reason string, cause error) {
 	a.s.Emit(&pb.Event{Kind: "node.refused", Node: a.node.ID, Message: reason,
 		Attrs: []*pb.KV{{Key: "envelopes", Value: strings.Join(ids, ",")}}})
 	var t *Terminal
-	if a.s.graph().Kind() != "session" {
+	if !a.s.isSession() {
 		t = &Terminal{Status: "fail", Reason: reason, Final: true, Cause: cause}
 	}
 	a.s.ctxs.drop(batch)

@@ -376,7 +376,8 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 	if o.Continue != "" && o.Status != nodes.StatusFail {
 		return a.continueRoute(j, o, ctx, bs), nil
 	}
-	if g.Kind() == "session" && a.typ == graph.TypeHuman {
+	session := a.s.isSession()
+	if session && a.typ == graph.TypeHuman {
 		// A human gate's routing policy is to select, in sessions as in
 		// pipelines: the answer's edge only. A gate with no answer follows
 		// only an edge whose condition names the failure.
@@ -391,9 +392,9 @@ func (a *nodeActor) route(j *job, o *nodes.Outcome, ctx map[string]string, bs []
 		}
 		return []hop{a.edgeHop(j, e, o, ctx, bs)}, nil
 	}
-	if g.Kind() == "session" || a.typ == graph.TypeParallel {
+	if session || a.typ == graph.TypeParallel {
 		sel := edges.Broadcast(g, a.node.ID, env, ctx)
-		if g.Kind() == "session" && o.Status == nodes.StatusFail && a.typ != graph.TypeConditional &&
+		if session && o.Status == nodes.StatusFail && a.typ != graph.TypeConditional &&
 			a.node.Attrs.String("on_failure") != "route" {
 			sel = failureEdges(g, sel)
 		}
@@ -486,14 +487,14 @@ func (a *nodeActor) endOfPath(j *job, o *nodes.Outcome, ctx map[string]string, b
 		// A branch that ends before its fan-in still reports there.
 		return []hop{a.jump(j, join, o, ctx, bs)}, nil
 	}
-	if a.s.graph().Kind() == "session" {
+	if a.s.isSession() {
 		// A reactive session never ends by itself: the token's path does.
 		return nil, nil
 	}
 	if o.Status == nodes.StatusFail {
 		return nil, &Terminal{Status: "fail", Reason: failReason(a.node.ID, o), Final: len(bs) == 0}
 	}
-	return nil, &Terminal{Status: "success", Final: len(bs) == 0 && a.s.graph().Kind() != "session"}
+	return nil, &Terminal{Status: "success", Final: len(bs) == 0 && !a.s.isSession()}
 }
 
 // exitRoute checks goal gates at the exit node (spec 3.4).

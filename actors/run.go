@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/edges"
@@ -19,6 +20,33 @@ import (
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
+
+// retrySettings is what a node's attributes (and its graph's) say of
+// retries, read once per node and graph (retrySettingsCache).
+type retrySettings struct {
+	g           *graph.Graph
+	n           *graph.Node
+	maxRetries  int
+	retryOnFail bool
+}
+
+// retrySettingsCache holds a node's retrySettings for the graph and node
+// they were read from: a live edit installs a new graph (and nodes), so a
+// firing of the edited node reads them again. Atomic: an inline handler
+// runs on the actor's goroutine, the others on its runner's.
+type retrySettingsCache struct{ p atomic.Pointer[retrySettings] }
+
+// retrySettings returns the retry settings of n in g, looked up in the
+// attributes only on the node's first firing (and after a live edit).
+func (a *nodeActor) retrySettings(g *graph.Graph, n *graph.Node) *retrySettings {
+	if rs := a.retry.p.Load(); rs != nil && rs.g == g && rs.n == n {
+		return rs
+	}
+	_, maxRetries := policyOf(g, n)
+	rs := &retrySettings{g: g, n: n, maxRetries: maxRetries, retryOnFail: n.Attrs.Bool("retry_on_fail")}
+	a.retry.p.Store(rs)
+	return rs
+}
 
 // runResult is what a handler run (with its retries) produced.
 type runResult struct {
@@ -31,9 +59,9 @@ type runResult struct {
 // run executes the handler on a System goroutine, retrying as the node's
 // policy says (spec 3.5, DESIGN decision 2). It never panics.
 func (a *nodeActor) run(ctx context.Context, j *job) *runResult {
-	_, maxRetries := policyOf(j.in.Graph, j.node)
+	rs := a.retrySettings(j.in.Graph, j.node)
+	maxRetries, retryOnFail := rs.maxRetries, rs.retryOnFail
 	backoff := a.s.cfg.Backoff // nil: the node's policy's, made at its first retry
-	retryOnFail := j.node.Attrs.Bool("retry_on_fail")
 	start := a.s.clk.Now()
 	if err := a.fetchArtifacts(ctx, j); err != nil {
 		return &runResult{outcome: &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "input artifacts: " + err.Error()},

@@ -57,7 +57,7 @@ func sortedSubjects(m map[string]bool) []string {
 }
 
 func newTopology(session string, g *graph.Graph) *topology {
-	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g)}
+	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g), session: g.Kind() == "session"}
 }
 
 // stray answers an envelope published on an inbox or edge of the session

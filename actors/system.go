@@ -523,10 +523,17 @@ type topology struct {
 	joins map[string]string
 	// subjects: the inbound subjects of the nodes (inboxes, edges).
 	subjects map[string]bool
+	// session: the graph is a reactive session's (Graph.Kind), read once;
+	// a live edit cannot change it.
+	session bool
 }
 
 // graph is the current graph.
 func (s *System) graph() *graph.Graph { return s.topo.Load().g }
+
+// isSession reports whether the graph is a reactive session's (Graph.Kind
+// "session"), without looking its attributes up.
+func (s *System) isSession() bool { return s.topo.Load().session }
 
 // Graph returns the graph the session runs now.
 func (s *System) Graph() *graph.Graph { return s.graph() }
