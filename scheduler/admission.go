@@ -312,7 +312,8 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 	if !t.Scheduled.IsZero() && s.crons[t.Node] != nil && t.Scheduled.After(s.ticks[t.Node]) {
 		s.ticks[t.Node] = t.Scheduled
 	}
-	evs, cancel, wake, stopped := s.chargeLocked(t.Node, r.Usage, s.clk.Now().Sub(t.Start))
+	now := s.clk.Now()
+	evs, cancel, wake, stopped := s.chargeLocked(t.Node, r.Usage, now.Sub(t.Start))
 	if w := s.stallFor(t.Node); w != nil {
 		if stalled, evidence := w.observe(r); stalled {
 			reason := fmt.Sprintf("node %s stalled: the same input and the same result %d times in a row (%s)", t.Node, w.after, evidence)
@@ -322,7 +323,7 @@ func (s *Scheduler) Release(t *Ticket, r Result) []Event {
 		}
 	}
 	if s.gates[t.Node] != nil {
-		s.settle(t.Node)
+		s.settle(t.Node, now)
 	}
 	s.inflight.release()
 	wake = append(wake, s.inflight.wakeable()...)

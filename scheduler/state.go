@@ -111,8 +111,9 @@ func (s *Scheduler) setGateWait(node, reason string) {
 }
 
 // settle puts a node that is neither running nor stopped back into the
-// state its gate implies: waiting on the gate, or idle.
-func (s *Scheduler) settle(node string) {
+// state its gate implies: waiting on the gate, or idle (since now, the
+// release's clock reading).
+func (s *Scheduler) settle(node string, now time.Time) {
 	if _, stop := s.stopped[node]; stop {
 		return
 	}
@@ -120,7 +121,7 @@ func (s *Scheduler) settle(node string) {
 		s.setGateWait(node, w)
 		return
 	}
-	s.setState(node, StateIdle, "", "", nil)
+	s.setStateAt(node, StateIdle, "", "", nil, now)
 }
 
 // stateOf returns a copy of a node's state with its evidence filled in.
