@@ -279,11 +279,18 @@ func (j *journal) commitFileLocked(c *actors.Commit) error {
 		j.unsaved++
 	}
 	final := j.status != "running"
-	if !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final) {
+	var since time.Duration // since the last write: read only for a policy that says every so long
+	if j.policy.Every > 0 {
+		since = j.clk.Now().Sub(j.lastWrite)
+	}
+	if !j.policy.due(j.unsaved, since, c.Status == "fail", final) {
 		return nil
 	}
 	j.seq++
-	j.unsaved, j.lastWrite = 0, j.clk.Now()
+	j.unsaved = 0
+	if j.policy.Every > 0 {
+		j.lastWrite = j.clk.Now()
+	}
 	switch {
 	case j.dir == "":
 		return nil
