@@ -53,13 +53,13 @@ func (e budgetError) Is(target error) bool { return target == scheduler.ErrBudge
 // its deadline's timer); the zero value does nothing. Two fields, not a
 // closure over them: one allocation less per firing.
 type firingCancel struct {
-	cause context.CancelCauseFunc
-	stop  context.CancelFunc
+	fc   *firingCtx
+	stop context.CancelFunc
 }
 
 func (f firingCancel) cancel() {
-	if f.cause != nil {
-		f.cause(errBudgetCancel)
+	if f.fc != nil {
+		f.fc.cancelCause(errBudgetCancel)
 	}
 	if f.stop != nil {
 		f.stop()
@@ -825,8 +825,9 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	if len(job.caller) > 0 {
 		base = nodes.WithCaller(base, CallerOf(job.caller))
 	}
-	ctx, cancelCause := context.WithCancelCause(base)
-	a.cancel = firingCancel{cause: cancelCause}
+	fc := newFiringCtx(base)
+	var ctx context.Context = fc
+	a.cancel = firingCancel{fc: fc}
 	if !t.Deadline.IsZero() {
 		ctx, a.cancel.stop = clock.WithDeadlineCause(ctx, a.s.clk, t.Deadline, errTimeBudget)
 	}
