@@ -106,7 +106,9 @@
 // Leaves, taken with nothing else acquired under them: System.routeMu (where a
 // durable envelope goes), the dedup windows, the thread table, the context
 // store (ctxStore.mu), System.edgeMu (edge names), the warm pool
-// (warmPool.mu; a pinned queue's lock is taken before it). System.mu is
+// (warmPool.mu; a pinned queue's lock is taken before it), a firing's
+// context (firingCtx.mu: only the context package's own locks, its
+// parent's and its children's, are taken under it). System.mu is
 // never held while calling into an actor, the Journal or NATS, and no lock is
 // held while a handler runs.
 package actors
