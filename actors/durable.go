@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/broker"
@@ -247,7 +248,7 @@ func (s *System) deliverDurable(m jetstream.Msg) {
 	if err != nil {
 		s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject()}}})
-		_ = s.cfg.Conn.Publish(broker.DeadLetter(s.cfg.SessionID), m.Data())
+		s.deadLetter(&nats.Msg{Subject: broker.DeadLetter(s.cfg.SessionID), Data: m.Data()})
 		_ = m.Term()
 		s.dropStored(m)
 		return

@@ -88,7 +88,7 @@ func (s *System) refuse(m *nats.Msg, why string) {
 	dl.Data = m.Data
 	dl.Header.Set("Switchyard-Subject", m.Subject)
 	dl.Header.Set("Switchyard-Reason", why)
-	_ = s.cfg.Conn.PublishMsg(dl)
+	s.deadLetter(dl)
 	if verdictTo := m.Header.Get(broker.VerdictHeader); verdictTo != "" {
 		s.sendVerdict(verdictTo, Verdict{Session: s.cfg.SessionID, Error: why})
 	}

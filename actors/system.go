@@ -63,6 +63,10 @@ type Config struct {
 	Floors map[string]uint64
 	// Storage is where the session's artifacts are stored (durable).
 	Storage broker.Storage
+	// DeadLetters, when set, makes the store of the session's dead letters
+	// (broker.EnsureDeadLetters); it is called before the first one is
+	// published, and again before the next while it fails.
+	DeadLetters func(ctx context.Context) error
 	// Storing, when set, is told on the handler's goroutine, before a
 	// firing stores its first artifact, the node and firing number whose
 	// commit will refer to it: the session's artifact retention leaves the
@@ -146,8 +150,11 @@ type System struct {
 	stored, fed atomic.Uint64
 	// work is the session's work stream, once a refused message was
 	// removed from it (dropStored).
-	workMu  sync.Mutex
-	work    jetstream.Stream
+	workMu sync.Mutex
+	work   jetstream.Stream
+	// dlqMade: Config.DeadLetters made the dead-letter store (deadletter.go).
+	dlqMu   sync.Mutex
+	dlqMade atomic.Bool
 	threads threadTable
 	// branches enforces max_parallel across the forks of parallel nodes.
 	branches branchSlots
@@ -577,7 +584,7 @@ func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 func (s *System) reject(m *nats.Msg, err error) {
 	s.Emit(&pb.Event{Kind: "envelope.rejected", Message: err.Error(),
 		Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
-	_ = s.cfg.Conn.Publish(broker.DeadLetter(s.cfg.SessionID), m.Data)
+	s.deadLetter(&nats.Msg{Subject: broker.DeadLetter(s.cfg.SessionID), Data: m.Data})
 }
 
 // Send publishes env on subj the way node actors do (JetStream when

@@ -43,7 +43,8 @@
 // else the session's own Stored subjects, where the serving session stores
 // the outside input it checked (WorkSubjects); de-duplicated by
 // Nats-Msg-Id), a bounded
-// dead-letter stream SYDLQ_<session>, an optional bounded event stream
+// dead-letter stream SYDLQ_<session> (made before its first dead letter),
+// an optional bounded event stream
 // SY_<session>_EVT, a KV bucket sy_kv_<session> for checkpoints and node
 // state, and an object store sy_obj_<session> for artifacts. Control
 // subjects are in no stream: they are requests answered by the running

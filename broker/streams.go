@@ -206,10 +206,15 @@ func ReservedSession(session string) error {
 
 // EnsureSessionStream creates, or updates to this configuration, the
 // session's work stream SY_<session>: its edges and node inboxes, with a
-// DuplicateWindow for Nats-Msg-Id de-duplication; and its dead-letter
-// stream (EnsureDeadLetters). With the Inbound option the stream stores
-// the subjects WorkSubjects gives for them (SetInbound changes them on a
-// live edit); without it, every edge and inbox of the session.
+// DuplicateWindow for Nats-Msg-Id de-duplication. With the Inbound option
+// the stream stores the subjects WorkSubjects gives for them (SetInbound
+// changes them on a live edit); without it, every edge and inbox of the
+// session. Its dead-letter stream (EnsureDeadLetters) is not made here: a
+// session makes it before its first dead letter (most never have one, and
+// each file-backed stream costs the server milliseconds to make and to
+// remove). It comes after the work stream, whose update here takes the
+// dead letters' subject out of the work stream of a store of an earlier
+// version (what that one kept there stays until the session is removed).
 //
 // Dead letters are a stream of their own because their bound is not the
 // work's: the work stream must never drop what a node has not consumed
@@ -243,12 +248,6 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(session), err)
-	}
-	// After the work stream: a store of an earlier version had the dead
-	// letters' subject in it (what it kept there stays until the session
-	// is removed).
-	if _, err := EnsureDeadLetters(ctx, js, session, st, opts...); err != nil {
-		return nil, err
 	}
 	return s, nil
 }

@@ -598,6 +598,14 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		acfg.Storing = s.jr.storing // artifact retention (artifact_retention.go)
+		// Its dead-letter stream is made on its first refusal.
+		st, n := cfg.Broker.Storage(), cfg.replicas()
+		acfg.DeadLetters = func(ctx context.Context) error {
+			return broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+				_, err := broker.EnsureDeadLetters(ctx, js, cfg.ID, st, broker.Replicas(n))
+				return err
+			})
+		}
 		if cp != nil && cfg.ForkOf == "" {
 			acfg.Floors = map[string]uint64{}
 			for k, v := range cp.Floors {
