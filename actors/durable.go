@@ -84,7 +84,7 @@ func (s *System) dropRoutesTo(node string) {
 // every edge subject and node inbox, and their Stored subjects
 // (broker.WorkFilter).
 func (s *System) createConsumer() error {
-	return s.makeConsumer(s.ctx, s.restartStart())
+	return s.makeConsumer(s.ctx, s.restartStart(), !s.cfg.NoConsumer)
 }
 
 // restartStart is the stream sequence a new consumer starts at: after a
@@ -106,9 +106,11 @@ func (s *System) restartStart() uint64 {
 	return low + 1
 }
 
-// makeConsumer deletes the session's consumer if it exists and creates it
-// again, delivering from stream sequence start (0: from the first).
-func (s *System) makeConsumer(ctx context.Context, start uint64) error {
+// makeConsumer deletes the session's consumer if it exists (unless
+// exists is false: the stream has none) and creates it again, delivering
+// from stream sequence start (0: from the first). Its state is kept in
+// the server's memory with Config.ConsumerMemory.
+func (s *System) makeConsumer(ctx context.Context, start uint64, exists bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	js, stream := s.cfg.JetStream, broker.StreamName(s.cfg.SessionID)
@@ -121,23 +123,26 @@ func (s *System) makeConsumer(ctx context.Context, start uint64) error {
 		MaxDeliver:     -1,
 		MaxAckPending:  maxAckPending,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MemoryStorage:  s.cfg.ConsumerMemory,
 	}
 	if start > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
 	// Riding through a cluster that is still electing leaders (a server
 	// just restarted): JetStream is briefly unavailable.
-	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
-		if err := js.DeleteConsumer(ctx, stream, consumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return err
+	if exists {
+		err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+			if err := js.DeleteConsumer(ctx, stream, consumerName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("actors: consumer %s: %w", consumerName, err)
 	}
 	var cons jetstream.Consumer
-	err = broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
 		var err error
 		cons, err = js.CreateConsumer(ctx, stream, cfg)
 		return err

@@ -338,7 +338,7 @@ func (s *System) refeed(ctx context.Context, start *uint64) error {
 			return err
 		}
 	}
-	if err := s.makeConsumer(ctx, *start); err != nil {
+	if err := s.makeConsumer(ctx, *start, true); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -63,6 +63,17 @@ type Config struct {
 	Floors map[string]uint64
 	// Storage is where the session's artifacts are stored (durable).
 	Storage broker.Storage
+	// NoConsumer says the session's work stream has no consumer yet (it
+	// was just made): the session's consumer is created without first
+	// deleting one (a round trip).
+	NoConsumer bool
+	// ConsumerMemory keeps the state of the session's consumer in the
+	// server's memory instead of its store: for an embedded server, which
+	// dies with the process — and every start re-creates the consumer from
+	// the journal's floors, never trusting what the server remembers — a
+	// file-backed consumer costs the server a directory and files to make
+	// and remove at every start and end of a session, for nothing.
+	ConsumerMemory bool
 	// DeadLetters, when set, makes the store of the session's dead letters
 	// (broker.EnsureDeadLetters); it is called before the first one is
 	// published, and again before the next while it fails.

@@ -589,10 +589,17 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if s.created {
 			opts = append(opts, broker.Fresh())
 		}
-		if _, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...); err != nil {
+		work, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...)
+		if err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
+		if info := work.CachedInfo(); info != nil && info.State.Consumers == 0 {
+			acfg.NoConsumer = true // just made, or left without one
+		}
+		// The embedded server dies with the process: the consumer's state
+		// is not worth files (actors.Config.ConsumerMemory).
+		acfg.ConsumerMemory = cfg.Broker.Embedded()
 		crash.Point("create-stream")
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		acfg.IDKey = s.lease.idKey
