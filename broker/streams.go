@@ -36,6 +36,7 @@ type options struct {
 	replicas int
 	inbound  []string
 	fresh    bool
+	made     *bool
 }
 
 // Replicas asks for n copies of each resource (streams, KV buckets, the
@@ -59,6 +60,10 @@ func Inbound(subjects []string) Option {
 // the few milliseconds a session's creation costs. One that does exist
 // with another configuration is then updated as without the option.
 func Fresh() Option { return func(o *options) { o.fresh = true } }
+
+// Made sets *made when the resource was made by the call (it did not
+// exist): a bucket made so is empty.
+func Made(made *bool) Option { return func(o *options) { o.made = made } }
 
 func newOptions(opts []Option) options {
 	o := options{}
@@ -388,6 +393,9 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 	if o.fresh {
 		cfg.Replicas = max(o.replicas, 1)
 		kv, err = placed(ctx, func() (jetstream.KeyValue, error) { return js.CreateKeyValue(ctx, cfg) })
+		if err == nil && o.made != nil {
+			*o.made = true
+		}
 	}
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		cfg.Replicas = o.replicasFor(ctx, js, "KV_"+KVName(session))

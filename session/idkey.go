@@ -18,7 +18,15 @@ import (
 const idKeyKey = "session.idkey"
 
 // idKey reads the session's id key, creating it the first time.
-func idKey(ctx context.Context, kv jetstream.KeyValue) ([]byte, error) {
+func idKey(ctx context.Context, kv jetstream.KeyValue, empty bool) ([]byte, error) {
+	if empty {
+		// A bucket just made holds no key: one is made at once (a key
+		// written meanwhile by another process would be read below).
+		key := actors.NewIDKey()
+		if _, err := kv.Create(ctx, idKeyKey, key); err == nil {
+			return key, nil
+		}
+	}
 	for range 2 {
 		e, err := kv.Get(ctx, idKeyKey)
 		if err == nil {

@@ -98,6 +98,9 @@ type lease struct {
 	fence  uint64
 	// idKey signs the runtime's envelope ids (idkey.go).
 	idKey []byte
+	// made: claim made the bucket (it did not exist), so it holds no
+	// record of a session.
+	made bool
 }
 
 var hostName = func() string {
@@ -412,7 +415,7 @@ func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 	}
-	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)
+	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made))...)
 	if err == nil && n > 1 {
 		// Artifacts are stored on demand, with one replica unless their
 		// store exists: it is made now, replicated.
@@ -428,7 +431,7 @@ func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option
 	// yet (no responders while its leader is elected).
 	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		var err error
-		l.idKey, err = idKey(ctx, kv)
+		l.idKey, err = idKey(ctx, kv, l.made)
 		return err
 	})
 	if err != nil {

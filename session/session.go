@@ -576,12 +576,15 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		js := cfg.Broker.JetStream()
 		crash.Point("create-bucket") // claim made the bucket and wrote the owner's mark
 		if cp == nil || cfg.ForkOf != "" {
-			// A new session may not take the id of one the store holds.
-			// What an interrupted start left under the id (no record of
-			// the session itself) is written over.
-			if _, err := ReadMeta(context.Background(), cfg.Broker, cfg.ID); err == nil {
-				s.closeEvents()
-				return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
+			// A new session may not take the id of one the store holds
+			// (claim refused an archived one; a bucket it made holds
+			// nothing). What an interrupted start left under the id (no
+			// record of the session itself) is written over.
+			if !s.lease.made {
+				if _, err := ReadMeta(context.Background(), cfg.Broker, cfg.ID); err == nil {
+					s.closeEvents()
+					return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
+				}
 			}
 			s.created = true
 		}
