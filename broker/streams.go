@@ -425,11 +425,30 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 	return obj, nil
 }
 
+// DeleteOption tells DeleteSession what its caller knows does not exist:
+// requests fewer (they overlap, but the server answers a few at a time —
+// as many as it has cores).
+type DeleteOption func(*deleteOptions)
+
+type deleteOptions struct{ notArchived, leaseGone bool }
+
+// NotArchived says the archive holds nothing of the session (three
+// requests fewer): the process that created it and ran it to its end
+// knows — a session is archived once it completed, by its owner or by a
+// collection when it has none, and an id the archive holds cannot be
+// created again.
+func NotArchived() DeleteOption { return func(o *deleteOptions) { o.notArchived = true } }
+
+// LeasePurged says the session's lease was purged already (by its owner,
+// which gave it up so): a request fewer, and the last one, after the
+// others.
+func LeasePurged() DeleteOption { return func(o *deleteOptions) { o.leaseGone = true } }
+
 // DeleteSession removes the session's work stream, event stream, KV bucket,
 // object store, what the archive holds of it, and its lease. Resources
 // that do not exist are not an error. The resources are deleted at once
 // (their round trips overlap), the lease last.
-func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) error {
+func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, opts ...DeleteOption) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
@@ -441,15 +460,24 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string) 
 			return nil
 		}
 	}
+	var o deleteOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	var fs []func() error
 	for _, name := range []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)} {
 		fs = append(fs, del("stream "+name, func() error { return js.DeleteStream(ctx, name) }))
 	}
 	fs = append(fs,
 		del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }),
-		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }),
-		del("archive of "+session, func() error { return deleteArchived(ctx, js, session) }))
+		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }))
+	if !o.notArchived {
+		fs = append(fs, del("archive of "+session, func() error { return deleteArchived(ctx, js, session) }))
+	}
 	errs := []error{parallel(fs...)}
+	if o.leaseGone {
+		return errors.Join(errs...)
+	}
 	if kv, err := js.KeyValue(ctx, LeaseBucket); err == nil {
 		if err := kv.Purge(ctx, session); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 			errs = append(errs, fmt.Errorf("broker: delete lease of %s: %w", session, err))

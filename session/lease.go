@@ -101,6 +101,10 @@ type lease struct {
 	// made: claim made the bucket (it did not exist), so it holds no
 	// record of a session.
 	made bool
+	// purge makes release purge the entry, leaving no marker: the session
+	// is being removed from the store; purged says it did
+	// (broker.LeasePurged).
+	purge, purged bool
 }
 
 var hostName = func() string {
@@ -384,6 +388,10 @@ func (l *lease) release() {
 	defer cancel()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.purge {
+		l.purged = l.kv.Purge(ctx, l.id, jetstream.LastRevision(l.rev)) == nil
+		return
+	}
 	_ = l.kv.Delete(ctx, l.id, jetstream.LastRevision(l.rev))
 }
 

@@ -235,3 +235,36 @@ func TestRunningReadsOnlySessionsWithAWorkStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 4, "List reads every session")
 }
+
+// TestRemovedSessionLeavesNothing: a session that succeeds under a policy
+// that does not retain it (the Go API's default) leaves nothing of itself
+// in the store — no work stream, bucket or dead-letter stream, and its
+// lease purged (its owner purges it as it gives it up) — and its id is
+// free for a new session at once.
+func TestRemovedSessionLeavesNothing(t *testing.T) {
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	const src = `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
+	for range 2 { // the second takes the id the first left free
+		cfg := r.durable(src, "gone")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		s, err := session.Start(ctx, cfg)
+		require.NoError(t, err)
+		rep, err := s.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "success", rep.Status)
+		for _, name := range []string{broker.StreamName("gone"), broker.DeadLetterStreamName("gone"), "KV_" + broker.KVName("gone")} {
+			_, err := js.Stream(ctx, name)
+			require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
+		}
+		leases, err := js.Stream(ctx, "KV_"+broker.LeaseBucket)
+		require.NoError(t, err)
+		m, err := leases.GetLastMsgForSubject(ctx, "$KV."+broker.LeaseBucket+".gone")
+		require.NoError(t, err)
+		require.Equal(t, "PURGE", m.Header.Get("KV-Operation"), "the lease is purged, not left deleted")
+		_, err = session.ReadMeta(ctx, r.broker, "gone")
+		require.ErrorIs(t, err, session.ErrNoCheckpoint)
+	}
+}

@@ -905,6 +905,11 @@ func (s *Session) Stop() {
 		}
 		_ = s.cfg.Broker.Conn().Flush()
 		s.releaseFinished()
+		if s.lease != nil && s.removed() {
+			// Its store goes (cleanup): the lease is purged, not deleted,
+			// which leaves nothing for the removal to purge after.
+			s.lease.purge = true
+		}
 		s.closeEvents()
 		s.cleanup()
 	})
@@ -976,7 +981,14 @@ func (s *Session) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
+	var known []broker.DeleteOption
+	if s.created {
+		known = append(known, broker.NotArchived()) // made here, run to its end here
+	}
+	if s.lease != nil && s.lease.purged {
+		known = append(known, broker.LeasePurged())
+	}
+	if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, known...); err != nil {
 		s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
 	}
 }
