@@ -231,14 +231,7 @@ func (s *System) lostTail(ctx context.Context) (seen, delivered uint64, lost boo
 		}
 		return 0, 0, false // a loss shows as a gap at the next delivery
 	}
-	if delivered <= f.last.Load() {
-		return 0, 0, false
-	}
-	t := time.NewTimer(tailGrace)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	if delivered <= f.last.Load() || !graceOver(ctx) {
 		return 0, 0, false
 	}
 	seen = f.last.Load()
@@ -269,18 +262,23 @@ func (s *System) lostAcks(ctx context.Context) (pending, held int64, lost bool) 
 		return int64(info.NumAckPending), max(held, s.held.Load()), info.AckFloor.Stream, true
 	}
 	pending, held, floor, ok := look()
-	if !ok || pending <= held {
-		return 0, 0, false
-	}
-	t := time.NewTimer(tailGrace)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
+	if !ok || pending <= held || !graceOver(ctx) {
 		return 0, 0, false
 	}
 	pending, held, again, ok := look()
 	return pending, held, ok && pending > held && again == floor
+}
+
+// graceOver waits tailGrace: false when ctx ended first.
+func graceOver(ctx context.Context) bool {
+	t := time.NewTimer(tailGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // resync re-creates the consumer and its feed, trying again (every
