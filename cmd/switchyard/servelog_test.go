@@ -42,14 +42,7 @@ func TestServePrintsLimitsHit(t *testing.T) {
 		capped [prompt="answer", max_visits=1]
 		windowed [prompt="answer", max_visits="1/1h"]
 	}`), 0o644))
-	addr := freeAddr(t)
-	url := "nats://" + addr
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- execute([]string{"serve", file, "--id", "s1", "--listen", addr, "--token", "out", "--admin-token", "adm",
-			"--data", filepath.Join(dir, "data"), "--logs", filepath.Join(dir, "logs")}, &stdout, &stderr)
-	}()
+	url, stdout, stderr := servedFile(t, file, "s1")
 	pub := func(node, text string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
@@ -90,13 +83,5 @@ func TestServePrintsLimitsHit(t *testing.T) {
 	pub("capped", "third")
 	require.Eventually(t, func() bool { return strings.Count(stdout.String(), "node.refused: node capped") == 2 },
 		30*time.Second, 20*time.Millisecond, "the third event was not refused visibly:\n%s", stdout.String())
-	code, _, errOut := cli(t, "stop", "s1", "--nats", url, "--token", "adm", "--timeout", "5s")
-	require.Equal(t, 0, code, errOut)
-	select {
-	case code := <-done:
-		require.Equal(t, 0, code, stderr.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not exit after stop")
-	}
 	t.Logf("serve's output:\n%s", stdout.String())
 }
