@@ -35,7 +35,11 @@
 // way and acknowledged when their record is stored. Otherwise the commit
 // and publications run on the runner goroutine (a Journal that is not
 // async) or in place (a session that is not durable: nothing there
-// blocks). A durable session reads all its nodes' subjects through one
+// blocks); a session that is not durable hands its outputs for its own
+// nodes to their actors in process too (handLocal, system.go), and puts
+// on the bus only its first envelope, a resume's pending ones (what
+// follows them on an edge follows them over the bus: busOut, busIn) and
+// envelopes for subjects no node of the session reads. A durable session reads all its nodes' subjects through one
 // JetStream consumer and hands each envelope to its node's mailbox (the
 // work stream holds outside input, and the pending envelopes a resume
 // publishes again: nothing a node of the session sends another); its work

@@ -48,3 +48,44 @@ func TestHandOverFollowsTheStream(t *testing.T) {
 		t.Fatal("handed over on a subject no node reads")
 	}
 }
+
+// TestHandLocalFollowsTheBus: in a session that is not durable, an output
+// is handed to its node in process only once every envelope the session
+// published on the bus for its own nodes (a pipeline's first envelope, a
+// resume's pending ones) reached their nodes: until then it goes over the
+// bus behind them (false), so an edge keeps its order.
+func TestHandLocalFollowsTheBus(t *testing.T) {
+	as := actor.NewActorSystem()
+	defer as.Shutdown()
+	got := make(chan *delivery, 1)
+	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if d, ok := c.Message().(*delivery); ok {
+			got <- d
+		}
+	}))
+	defer as.Root.Stop(pid)
+	s := &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
+		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}
+	env := &pb.Envelope{Id: "s.a.1.a.b", Kind: KindHandoff}
+
+	s.busOut.Add(2) // two envelopes published for the session's nodes
+	s.busIn.Add(1)  // one of them arrived
+	if s.handLocal("sy.s.edge.a.b", "a.b", env) {
+		t.Fatal("handed over while an envelope was on its way")
+	}
+	s.busIn.Add(1)
+	if !s.handLocal("sy.s.edge.a.b", "a.b", env) {
+		t.Fatal("not handed over once the bus delivered everything")
+	}
+	select {
+	case d := <-got:
+		if d.handed || d.msg != nil || d.edge != "a.b" || d.env != env {
+			t.Fatalf("delivery %+v: want %s on edge a.b, nothing to acknowledge", d, env.Id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node got nothing")
+	}
+	if s.handLocal("sy.s.edge.x.y", "x.y", env) {
+		t.Fatal("handed over on a subject no node reads")
+	}
+}

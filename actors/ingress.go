@@ -40,13 +40,21 @@ var errIngress = errors.New("envelope refused")
 // parallel-branch tokens — is dropped, so an outside client can neither
 // make an agent resume another conversation nor complete a join.
 func (s *System) checkIngress(env *pb.Envelope, own string) error {
+	_, err := s.admit(env, own)
+	return err
+}
+
+// admit is checkIngress, and reports whether the envelope is one of the
+// runtime's own (its proof holds).
+func (s *System) admit(env *pb.Envelope, proof string) (own bool, err error) {
 	if err := checkEnvelope(s.cfg.SessionID, env); err != nil {
-		return err
+		return false, err
 	}
-	if !s.ownEnvelope(env.GetId(), own) {
+	own = s.ownEnvelope(env.GetId(), proof)
+	if !own {
 		stripEngineState(env)
 	}
-	return nil
+	return own, nil
 }
 
 // ownEnvelope reports whether proof shows that id is one of the runtime's

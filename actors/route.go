@@ -272,6 +272,9 @@ func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.E
 			crash.Point("handed")
 			continue
 		}
+		if !a.s.cfg.Consume && a.s.handLocal(subj, edge, h.env) {
+			continue
+		}
 		if err := a.s.Send(a.s.ctx, subj, h.env); err != nil {
 			if a.s.cfg.Consume {
 				// Not acknowledged: the journal holds the envelope as

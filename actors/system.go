@@ -100,6 +100,10 @@ type Config struct {
 	// loses the records it held), since a delta over a base the journal
 	// lost cannot be resolved after a restart.
 	WholeContexts bool
+	// BusHops: a session that is not durable publishes its outputs for
+	// its own nodes on core NATS, as before handLocal, where clients
+	// subscribed to the session's edges see them (session.Config.BusHops).
+	BusHops bool
 	// OnTerminal is called after a token's path ends and every envelope and
 	// event of that firing has been published.
 	OnTerminal func(node string, t *Terminal)
@@ -159,6 +163,12 @@ type System struct {
 	// handed over in process only while fed has caught up with stored, so
 	// that it never overtakes an envelope on its way through the stream.
 	stored, fed atomic.Uint64
+	// busOut counts the envelopes the session published on core NATS for
+	// its own nodes, busIn those its subscription received back: a
+	// session that is not durable hands an output over in process only
+	// while busIn has caught up with busOut, so that it never overtakes
+	// one on its way through the bus (handLocal).
+	busOut, busIn atomic.Uint64
 	// work is the session's work stream, once a refused message was
 	// removed from it (dropStored).
 	workMu sync.Mutex
@@ -499,8 +509,8 @@ func (s *System) dispatch(m *nats.Msg) {
 	s.routeMu.RLock()
 	r, ok := s.routes[m.Subject]
 	s.routeMu.RUnlock()
-	if ok {
-		s.deliver(r.pid, s.edgeOfSubject(m.Subject), m)
+	if ok && s.deliver(r.pid, s.edgeOfSubject(m.Subject), m) {
+		s.busIn.Add(1) // one of the session's own, in its node's mailbox now (handLocal)
 	}
 	if !ok || (m.Header != nil && m.Header.Get(broker.VerdictHeader) != "") {
 		// This subscription is the stray watcher too (a second one on the
@@ -562,15 +572,16 @@ func (s *System) Version() uint64 { return s.version.Load() }
 // deliver runs on the NATS subscription goroutine: it decodes the envelope
 // and hands it to the actor's mailbox. A malformed envelope, or one that
 // checkIngress refuses, is rejected with a reason and never reaches the
-// actor.
-func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
+// actor. It reports whether the envelope was the runtime's own (its proof
+// holds).
+func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) (own bool) {
 	env, err := DecodeEnvelope(m.Data)
 	if err == nil {
-		err = s.checkIngress(env, m.Header.Get(HeaderOwn))
+		own, err = s.admit(env, m.Header.Get(HeaderOwn))
 	}
 	if err != nil {
 		s.reject(m, err)
-		return
+		return false
 	}
 	if env.Id == "" {
 		env.Id = m.Header.Get(nats.MsgIdHdr)
@@ -587,9 +598,33 @@ func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) {
 	if !s.dedup.first(env.Id) {
 		s.Emit(&pb.Event{Kind: "envelope.duplicate", EdgeId: edgeID, Message: "envelope " + env.Id + " was already delivered",
 			Attrs: []*pb.KV{{Key: "subject", Value: m.Subject}}})
-		return
+		return own
 	}
 	s.root.Send(pid, &delivery{edge: edgeID, env: env})
+	return own
+}
+
+// handLocal hands env, an output of a firing in a session that is not
+// durable, to the actor of the node of the session that reads subj, in
+// process (a session's nodes all live in its one owner): the envelope
+// crosses no bus, is neither encoded nor decoded, and its id needs no
+// proof (it never left the runtime). It returns false, and the envelope is
+// published on core NATS as before, when no node of the session reads subj
+// (the stray watcher refuses it visibly), while an envelope the session
+// published for its own nodes is still on its way (busIn behind busOut: a
+// pipeline's first envelope, the pending ones of a resume; the edge keeps
+// its order), when the envelope would be refused on arrival
+// (checkEnvelope) and when Config.BusHops asks for every hop on the bus.
+func (s *System) handLocal(subj, edge string, env *pb.Envelope) bool {
+	if s.cfg.BusHops || s.busIn.Load() < s.busOut.Load() {
+		return false
+	}
+	r, ok := s.routeOf(subj)
+	if !ok || checkEnvelope(s.cfg.SessionID, env) != nil {
+		return false
+	}
+	s.root.Send(r.pid, &delivery{edge: edge, env: env})
+	return true
 }
 
 func (s *System) reject(m *nats.Msg, err error) {
@@ -632,7 +667,18 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 			return err
 		})
 	}
-	return s.cfg.Conn.PublishMsg(msg)
+	back := false // it comes back to a node of the session (handLocal)
+	if !s.cfg.Consume && msg.Header[HeaderOwn] != nil {
+		_, back = s.routeOf(subj)
+	}
+	if back {
+		s.busOut.Add(1)
+	}
+	err = s.cfg.Conn.PublishMsg(msg)
+	if err != nil && back {
+		s.busOut.Add(^uint64(0)) // it will not come back
+	}
+	return err
 }
 
 // Emit publishes an event on sy.<session>.evt.<kind> (protobuf), and its

@@ -54,7 +54,8 @@ func TestContextTravelsAsDeltas(t *testing.T) {
 	}
 	cfg := r.config(r.load(b.String()))
 	cfg.ID = "deltas"
-	// A spy on the edges, as any NATS client.
+	// A spy on the edges, as any NATS client: the hops go over the bus.
+	cfg.BusHops = true
 	nc, err := r.broker.NewConn()
 	require.NoError(t, err)
 	defer nc.Close()
@@ -240,6 +241,7 @@ func TestContextStoreFull(t *testing.T) {
 	sv := serveSession(t, `digraph s { a [type="custom.set"]; src [type="custom.pass"]
 		b1 [type="custom.look"]; b2 [type="custom.look"]; b3 [type="custom.look"]
 		a -> src; src -> b1; src -> b2; src -> b3 }`, func(c *session.Config) {
+		c.BusHops = true // the spy below reads the hops on the bus
 		c.Handlers = map[string]nodes.Handler{
 			"custom.pass": nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil

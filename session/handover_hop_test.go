@@ -57,3 +57,59 @@ func TestInternalHopsStayOutOfTheWorkStream(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, n, info.State.LastSeq, "the work stream stored the outside envelopes only")
 }
+
+// TestInternalHopsStayOffTheBus: in a session that is not durable, an
+// envelope a firing produces for a node of the session is handed to that
+// node's actor in process: a client watching the session's edges sees
+// none of the n hops a -> b, while b fires once for each outside envelope.
+// With Config.BusHops it sees every one of them.
+func TestInternalHopsStayOffTheBus(t *testing.T) {
+	for _, busHops := range []bool{false, true} {
+		t.Run("BusHops="+strconv.FormatBool(busHops), func(t *testing.T) {
+			const n = 20
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := newRun(t)
+			cfg := r.config(r.load(`digraph q { kind="session"; stall_after=0
+				a [shape=diamond]; b [shape=diamond]
+				a -> b [delivery=queue]
+			}`))
+			cfg.ID, cfg.LogsDir, cfg.BusHops = "hopbus", "", busHops
+			fired := make(chan string, 2*n+1)
+			cfg.Observer = func(ev *pb.Event) {
+				if ev.Kind == "node.completed" && ev.Node == "b" {
+					fired <- ev.Node
+				}
+			}
+			s, err := session.Start(ctx, cfg)
+			require.NoError(t, err)
+			defer s.Stop()
+			tap, err := r.broker.NewConn()
+			require.NoError(t, err)
+			defer tap.Close()
+			edges, err := tap.SubscribeSync(broker.Edge("hopbus", ">"))
+			require.NoError(t, err)
+			require.NoError(t, tap.Flush())
+			for i := range n {
+				require.NoError(t, tap.Publish(broker.NodeIn("hopbus", "a"), []byte(`{"kind":"handoff","id":"ev`+strconv.Itoa(i)+`"}`)))
+			}
+			for i := range n {
+				select {
+				case <-fired:
+				case <-ctx.Done():
+					t.Fatalf("b fired %d times of %d", i, n)
+				}
+			}
+			// Whatever the server routed to the tap before b fired has
+			// reached it once the flush returns.
+			require.NoError(t, tap.Flush())
+			msgs, _, err := edges.Pending()
+			require.NoError(t, err)
+			if busHops {
+				require.Equal(t, n, msgs, "every hop on the bus")
+			} else {
+				require.Zero(t, msgs, "hops between the session's nodes went over the bus")
+			}
+		})
+	}
+}

@@ -53,6 +53,15 @@ type Config struct {
 	// acknowledgement after its firing is committed; checkpoints are
 	// written to the session's KV bucket (history, resume by id).
 	Durable bool
+	// BusHops puts every envelope between two nodes of a session that is
+	// not durable on the bus, on its edge or inbox subject, where any
+	// client subscribed to the session's edges sees it (a tool reading
+	// the wire). By default such envelopes are handed to the receiving
+	// node's actor in process (the session's nodes all live in its
+	// owner), which costs no encode, no server round trip and no decode;
+	// the events report every hop either way. A durable session always
+	// hands them over once their firing's record is stored.
+	BusHops bool
 	// Context seeds the run context (after the graph's own keys).
 	Context map[string]string
 	// Input is the message the start node receives.
@@ -557,6 +566,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// A sparse policy's crash loses the records it held, whose
 		// envelopes may be out: deltas over them could not be resolved.
 		WholeContexts: cfg.Durable && s.jr.policy.sparse(),
+		BusHops:       cfg.BusHops,
 		Threads:       threadsOf(cp),
 		OnTerminal:    s.onTerminal, LogsDir: cfg.LogsDir, WorkDir: cfg.WorkDir, Clock: cfg.Clock,
 		Backoff: cfg.Backoff, Logger: cfg.Logger, Restore: restore, Firings: firings,
