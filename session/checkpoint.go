@@ -130,6 +130,7 @@ type journal struct {
 	wmu         sync.Mutex          // writes of the bucket, and the fence (lock order: wmu, then mu)
 	written     []writtenEntry      // the journal entries written since the last compaction (guarded by wmu)
 	maintaining bool                // the upkeep goroutine runs (maintainLocked)
+	owed        *owedUpkeep         // the last upkeep skipped while one ran (guarded by mu; flush does it)
 	mwg         sync.WaitGroup      // the upkeep goroutine
 	broken      error               // a record failed: nothing more is written
 	fence       uint64              // the bucket's last sequence this owner knows (0: unfenced)
@@ -427,6 +428,19 @@ func (j *journal) flush() error {
 		j.wmu.Unlock()
 		j.wwg.Wait() // the writer finds nothing due and ends
 		j.mwg.Wait() // and the upkeep ends
+		j.mu.Lock()
+		owed := j.owed
+		j.mu.Unlock()
+		if owed != nil && j.js != nil && j.js.Conn().IsConnected() {
+			// The last upkeep was skipped while an earlier one ran: a
+			// stopped session's store is compacted as far as its records
+			// allow, not two or three intervals behind (when the server
+			// is there to ask).
+			j.wmu.Lock()
+			j.maintainLocked(owed.last, owed.floors)
+			j.wmu.Unlock()
+			j.mwg.Wait()
+		}
 		return err
 	}
 	j.mu.Lock()

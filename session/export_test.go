@@ -16,6 +16,20 @@ func SetJournalKeep(keep int, every uint64) (restore func()) {
 	return func() { JournalKeep, compactEvery = k, e }
 }
 
+// HoldUpkeep makes the journal's upkeep look busy until release: every
+// upkeep due meanwhile is skipped (maintainLocked). Call it before the
+// session writes records.
+func HoldUpkeep(s *Session) (release func()) {
+	s.jr.mu.Lock()
+	s.jr.maintaining = true
+	s.jr.mu.Unlock()
+	return func() {
+		s.jr.mu.Lock()
+		s.jr.maintaining = false
+		s.jr.mu.Unlock()
+	}
+}
+
 // ArtifactSweeps is how many retention sweeps of its artifacts a durable
 // session did, and how many objects they deleted.
 func ArtifactSweeps(s *Session) (sweeps, deleted int64) {

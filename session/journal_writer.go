@@ -268,6 +268,12 @@ var (
 	_ actors.AsyncJournal = timedJournal{}
 )
 
+// owedUpkeep is an upkeep maintainLocked skipped.
+type owedUpkeep struct {
+	last   uint64
+	floors map[string]uint64
+}
+
 // maintainLocked starts the store's upkeep after a snapshot: the journal's
 // compaction (when last > 0) and the work stream's trim below floors. It
 // runs on a goroutine of its own, one at a time, so that purges (which the
@@ -279,6 +285,11 @@ func (j *journal) maintainLocked(last uint64, floors map[string]uint64) {
 	j.mu.Lock()
 	busy := j.maintaining
 	j.maintaining = true
+	if busy {
+		j.owed = &owedUpkeep{last: last, floors: floors} // flush does it if no later one does
+	} else {
+		j.owed = nil
+	}
 	j.mu.Unlock()
 	if busy {
 		return
