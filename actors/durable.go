@@ -222,12 +222,9 @@ func (s *System) stopConsuming() {
 
 // deliverDurable is deliver for a JetStream message: it runs on the
 // consumer's goroutine and hands the envelope to the actor of the node
-// that reads its subject.
-func (s *System) deliverDurable(m jetstream.Msg) {
-	var seq uint64
-	if md, err := m.Metadata(); err == nil {
-		seq = md.Sequence.Stream
-	}
+// that reads its subject. seq is its stream sequence (ackSeqs; 0: not
+// known).
+func (s *System) deliverDurable(m jetstream.Msg, seq uint64) {
 	// Once it is handed on (or refused), whatever a node hands over in
 	// process comes after it (handOver).
 	defer raise(&s.fed, seq)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -128,7 +129,8 @@ func (s *System) deliverFed(f *feed, m jetstream.Msg) {
 	if f.torn.Load() {
 		return
 	}
-	if d, ok := consumerSeq(m.Reply()); ok {
+	seq, d, ok := ackSeqs(m.Reply())
+	if ok {
 		if last := f.last.Load(); d > last+1 {
 			f.torn.Store(true)
 			s.watch.why.Store(fmt.Sprintf("delivery %d came after %d", d, last))
@@ -141,19 +143,25 @@ func (s *System) deliverFed(f *feed, m jetstream.Msg) {
 		// not know was delivered (the nodes recognise it).
 		f.last.Store(d)
 	}
-	s.deliverDurable(m)
+	s.deliverDurable(m, seq)
 }
 
-// consumerSeq reads the consumer sequence in a JetStream delivery's reply
-// subject, $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
-// seq>.<time>.<pending> or, with a domain and an account hash after ACK,
-// the same eleven tokens and maybe one more; it allocates nothing.
-func consumerSeq(reply string) (uint64, bool) {
+// ackSeqs reads the stream and consumer sequences in a JetStream
+// delivery's reply subject, $JS.ACK.<stream>.<consumer>.<delivered>.<stream
+// seq>.<consumer seq>.<time>.<pending> or, with a domain and an account
+// hash after ACK, the same eleven tokens and maybe more; it allocates
+// nothing (nats.go's Metadata builds a struct and its strings for every
+// delivery). stream is 0 where Metadata would fail or read 0; ok says
+// whether the consumer sequence was read (eleven or twelve tokens, or
+// nine).
+func ackSeqs(reply string) (stream, consumer uint64, ok bool) {
 	var dots [12]int
 	n := 0
-	for i := 0; i < len(reply) && n < len(dots); i++ {
+	for i := 0; i < len(reply); i++ {
 		if reply[i] == '.' {
-			dots[n] = i
+			if n < len(dots) {
+				dots[n] = i
+			}
 			n++
 		}
 	}
@@ -162,16 +170,34 @@ func consumerSeq(reply string) (uint64, bool) {
 	switch {
 	case tokens == 9:
 		at = 6
-	case tokens == 11 || tokens == 12:
+	case tokens >= 11:
 		at = 8
 	default:
-		return 0, false
+		return 0, 0, false
 	}
-	if reply[:dots[0]] != "$JS" {
-		return 0, false
+	if !strings.HasPrefix(reply, "$JS.ACK.") {
+		return 0, 0, false
+	}
+	stream = parseNum(reply[dots[at-2]+1 : dots[at-1]])
+	if tokens > 12 {
+		return stream, 0, false
 	}
 	v, err := strconv.ParseUint(reply[dots[at-1]+1:dots[at]], 10, 64)
-	return v, err == nil
+	return stream, v, err == nil
+}
+
+// parseNum is nats.go's reading of a number in a reply subject: 0 for
+// anything but digits.
+func parseNum(d string) uint64 {
+	var n uint64
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n
 }
 
 // watchConsumer re-creates the session's consumer when a delivery was
