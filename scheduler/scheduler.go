@@ -183,7 +183,11 @@ func (s *Scheduler) reconfigureLocked(cfg *Config) (map[string][]Input, error) {
 			delete(s.states, id)
 			delete(s.stalls, id)
 			delete(s.budgets, "node:"+id)
-			delete(s.iters.recent, id)
+			if _, ok := s.iters.recent[id]; ok {
+				// Kept, empty: the next partial snapshot of a node of
+				// that id clears the window the journal holds for it.
+				s.iters.recent[id] = nil
+			}
 			if t := s.windows[id]; t != nil {
 				t.Stop()
 				delete(s.windows, id)

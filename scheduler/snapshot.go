@@ -127,8 +127,22 @@ func (s *Scheduler) SnapshotOf(node string) Snapshot {
 	defer s.mu.Unlock()
 	// The maps a firing leaves empty are not made (nil: none, as Merge
 	// reads them): a durable session makes one of these per record.
-	snap := Snapshot{Partial: true, Total: s.iters.total, Iterations: map[string]int{}, Windows: map[string][]time.Time{}}
-	snap.Windows[""] = append([]time.Time(nil), s.iters.recent[""]...)
+	snap := Snapshot{Partial: true, Total: s.iters.total, Iterations: map[string]int{}}
+	// A firing window is set only for a scope a windowed cap counted
+	// (iterations.remember; a restore): no other has a window to change,
+	// here or in the state merged before (a key it once had stays, empty,
+	// and sets it empty).
+	window := func(k string) {
+		r, ok := s.iters.recent[k]
+		if !ok {
+			return
+		}
+		if snap.Windows == nil {
+			snap.Windows = map[string][]time.Time{}
+		}
+		snap.Windows[k] = append([]time.Time(nil), r...)
+	}
+	window("")
 	spent := func(k string, b *budget) {
 		if snap.Spent == nil {
 			snap.Spent, snap.Announced = map[string]Spent{}, map[string][]string{}
@@ -138,14 +152,16 @@ func (s *Scheduler) SnapshotOf(node string) Snapshot {
 	if node != "" {
 		if _, ok := s.gates[node]; ok {
 			snap.Iterations[node] = s.iters.node[node]
-			snap.Windows[node] = append([]time.Time(nil), s.iters.recent[node]...)
+			window(node)
 			if w := s.stalls[node]; w != nil {
 				snap.Stalls = map[string][]string{node: append([]string(nil), w.last...)}
 			}
 		}
-		for _, k := range s.scopesOf(node) {
-			if b := s.budgets[k]; b != nil {
-				spent(k, b)
+		if len(s.budgets) > 0 { // no scope to build and look up without a budget (most sessions)
+			for _, k := range s.scopesOf(node) {
+				if b := s.budgets[k]; b != nil {
+					spent(k, b)
+				}
 			}
 		}
 	}

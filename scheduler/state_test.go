@@ -203,6 +203,45 @@ func TestSnapshotOfMerges(t *testing.T) {
 	require.JSONEq(t, string(want), string(got))
 }
 
+// TestSnapshotOfWindows: a partial snapshot sets the firing windows of
+// the scopes a windowed cap counts, and only those (a durable session
+// writes one with every record); a node a live edit removed and added
+// again without its cap still clears, merged, the window it had.
+func TestSnapshotOfWindows(t *testing.T) {
+	s, clk, _ := newSched(t, `digraph g { a; b [max_iterations="5/1h"] }`)
+	merged := s.Snapshot()
+	step := func(node string) scheduler.Snapshot {
+		t.Helper()
+		raw, err := json.Marshal(s.SnapshotOf(node))
+		require.NoError(t, err)
+		var p scheduler.Snapshot
+		require.NoError(t, json.Unmarshal(raw, &p))
+		merged.Merge(p)
+		return p
+	}
+	fire := func(node string) scheduler.Snapshot {
+		t.Helper()
+		s.Release(admit(t, s, node), scheduler.Result{Status: "success", OutputHash: clk.Now().String()})
+		return step(node)
+	}
+	require.Nil(t, fire("a").Windows, "no windowed cap: no window")
+	require.Len(t, fire("b").Windows["b"], 1)
+	require.Len(t, merged.Windows["b"], 1)
+
+	_, err := s.Reconfigure(config(t, `digraph g { a }`))
+	require.NoError(t, err)
+	_, err = s.Reconfigure(config(t, `digraph g { a; b }`))
+	require.NoError(t, err)
+	clk.Advance(time.Minute)
+	fire("b")
+	require.NotContains(t, merged.Windows, "b", "the window b had before its removal is cleared")
+	want, err := json.Marshal(s.Snapshot())
+	require.NoError(t, err)
+	got, err := json.Marshal(merged)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(got))
+}
+
 // A node whose state never changed is idle since the scheduler was made
 // (the scheduler stores no state for it: a large idle session's nodes cost
 // none); a node a live edit adds is idle since the edit; one that ran is
