@@ -676,8 +676,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr, cfg.Logger.Warn)
 	}
 	s.jr.onSaved = func(seq uint64, node string) {
-		s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
-			Attrs: []*pb.KV{{Key: "checkpoint", Value: fmt.Sprint(seq)}}})
+		// One a record: not built when nobody would see it (Emit would
+		// drop it), as a firing's own events (actors.System.Wanted).
+		if s.sys.Wanted("checkpoint.saved") {
+			s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
+				Attrs: []*pb.KV{{Key: "checkpoint", Value: strconv.FormatUint(seq, 10)}}})
+		}
 		if s.sweep != nil {
 			s.sweep.committed(seq)
 		}
