@@ -1,6 +1,6 @@
 package actors
 
-import "container/heap"
+import "github.com/switchyard/switchyard/internal/minheap"
 
 // seqSet is the set of stream sequences a node holds unacknowledged, with
 // its lowest member in amortised O(log n): a map for membership and a
@@ -26,7 +26,7 @@ func (s *seqSet) add(seq uint64) {
 		s.in = map[uint64]struct{}{}
 	}
 	s.in[seq] = struct{}{}
-	heap.Push(&s.h, seq)
+	minheap.Push(&s.h, seq, seqLess)
 }
 
 // remove lets seq go.
@@ -40,7 +40,7 @@ func (s *seqSet) remove(seq uint64) {
 		for q := range s.in {
 			s.h = append(s.h, q)
 		}
-		heap.Init(&s.h)
+		minheap.Init(s.h, seqLess)
 	}
 }
 
@@ -59,20 +59,11 @@ func (s *seqSet) min() (uint64, bool) {
 		if _, ok := s.in[s.h[0]]; ok {
 			return s.h[0], true
 		}
-		heap.Pop(&s.h)
+		minheap.Pop(&s.h, seqLess)
 	}
 	return 0, false
 }
 
-type seqHeap []uint64
+type seqHeap = []uint64
 
-func (h seqHeap) Len() int           { return len(h) }
-func (h seqHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *seqHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
-func (h *seqHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func seqLess(a, b uint64) bool { return a < b }

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/minheap"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -604,7 +604,7 @@ func (j *journal) trimConsumed(node string, floor uint64) {
 		return
 	}
 	for h.Len() > 0 && (*h)[0].Seq <= floor {
-		heap.Pop(h)
+		minheap.Pop((*[]ConsumedEnvelope)(h), consumedLess)
 	}
 	if h.Len() == 0 {
 		delete(j.consumed, node)
@@ -621,7 +621,7 @@ func (j *journal) addConsumed(c ConsumedEnvelope) {
 		h = &consumedHeap{}
 		j.consumed[c.Node] = h
 	}
-	heap.Push(h, c)
+	minheap.Push((*[]ConsumedEnvelope)(h), c, consumedLess)
 }
 
 // consumedList is every consumed envelope kept, node by node in order,
@@ -647,16 +647,9 @@ func (j *journal) consumedList() []ConsumedEnvelope {
 // consumedHeap is a node's consumed envelopes, a min-heap by sequence.
 type consumedHeap []ConsumedEnvelope
 
-func (h consumedHeap) Len() int           { return len(h) }
-func (h consumedHeap) Less(a, b int) bool { return h[a].Seq < h[b].Seq }
-func (h consumedHeap) Swap(a, b int)      { h[a], h[b] = h[b], h[a] }
-func (h *consumedHeap) Push(x any)        { *h = append(*h, x.(ConsumedEnvelope)) }
-func (h *consumedHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func (h consumedHeap) Len() int { return len(h) }
+
+func consumedLess(a, b ConsumedEnvelope) bool { return a.Seq < b.Seq }
 
 // consumedIDs are the ids of the consumed envelopes the journal keeps.
 func (j *journal) consumedIDs() []string {
