@@ -166,8 +166,8 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 // pending and the nodes' floors.
 func (j *journal) snapshotSize() uint64 {
 	n := len(j.visits) + len(j.pending) + len(j.floors)
-	if j.cur.m != nil {
-		n += j.cur.m.Len()
+	if m := j.curCtx().m; m != nil {
+		n += m.Len()
 	}
 	return uint64(n)
 }

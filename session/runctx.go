@@ -26,6 +26,26 @@ func emptyCtx() *immutable.Map[string, string] {
 	return immutable.NewMap[string, string](nil)
 }
 
+// lastCtx is the context a firing committed, as its commit gives it: its
+// pairs over the context it started from (over; nil: the pairs are the
+// whole context); due while it is not made.
+type lastCtx struct {
+	over *immutable.Map[string, string]
+	kvs  []*pb.KV
+	due  bool
+}
+
+// curCtx is the run context after the last firing (j.mu held). A commit
+// only notes it (apply): it is made when read — by a snapshot, or an
+// output that carries it — not at every firing of a reactive node, whose
+// next firing replaces it.
+func (j *journal) curCtx() runCtx {
+	if n := j.curNext; n.due {
+		j.cur, j.curNext = runCtx{m: with(n.over, n.kvs)}, lastCtx{}
+	}
+	return j.cur
+}
+
 // with is m with the pairs of kvs set.
 func with(m *immutable.Map[string, string], kvs []*pb.KV) *immutable.Map[string, string] {
 	if m == nil {
