@@ -342,11 +342,9 @@ func (a *nodeActor) track(m *delivery) bool {
 			_ = m.msg.Ack()
 			return false
 		}
-		held := a.acks[id]
-		for i := range held {
-			if held[i].seq == m.seq {
-				held[i].msg = m.msg
-			}
+		if held, ok := a.acks[id]; ok {
+			held.replace(m.seq, m.msg)
+			a.acks[id] = held
 		}
 		return false
 	}
@@ -362,15 +360,16 @@ func (a *nodeActor) track(m *delivery) bool {
 	a.unacked.add(m.seq)
 	a.s.held.Add(1)
 	if held, ok := a.acks[id]; ok {
-		a.acks[id] = append(held, heldMsg{m.msg, m.seq})
+		held.more = append(held.more, heldMsg{m.msg, m.seq})
+		a.acks[id] = held
 		a.s.Emit(&pb.Event{Kind: "envelope.duplicate", Node: a.node.ID, EdgeId: m.edge,
 			Message: "envelope " + id + " was already delivered"})
 		return false
 	}
 	if a.acks == nil {
-		a.acks = map[string][]heldMsg{}
+		a.acks = map[string]heldMsgs{}
 	}
-	a.acks[id] = []heldMsg{{m.msg, m.seq}}
+	a.acks[id] = heldMsgs{first: heldMsg{m.msg, m.seq}}
 	return true
 }
 
@@ -379,6 +378,40 @@ func (a *nodeActor) track(m *delivery) bool {
 type heldMsg struct {
 	msg jetstream.Msg
 	seq uint64
+}
+
+// heldMsgs are the copies of one envelope a node holds: the first, and
+// the ones delivered again before it was consumed (rare: the first is
+// held in place, not in a list made for every envelope).
+type heldMsgs struct {
+	first heldMsg
+	more  []heldMsg
+}
+
+// replace makes msg the copy of sequence seq (a new delivery of it).
+func (h *heldMsgs) replace(seq uint64, msg jetstream.Msg) {
+	if h.first.seq == seq {
+		h.first.msg = msg
+	}
+	for i := range h.more {
+		if h.more[i].seq == seq {
+			h.more[i].msg = msg
+		}
+	}
+}
+
+// ack acknowledges every copy, and lets their sequences go from a's
+// unacknowledged ones.
+func (h *heldMsgs) ack(a *nodeActor) {
+	for i := -1; i < len(h.more); i++ {
+		m := h.first
+		if i >= 0 {
+			m = h.more[i]
+		}
+		_ = m.msg.Ack()
+		a.unacked.remove(m.seq)
+		a.s.held.Add(-1)
+	}
 }
 
 // acknowledge acknowledges consumed envelopes (after their commit). The
@@ -394,11 +427,7 @@ func (a *nodeActor) acknowledge(ids []string) {
 			continue
 		}
 		a.s.consumed.add(id) // read by track: durable deliveries only
-		for _, h := range held {
-			_ = h.msg.Ack()
-			a.unacked.remove(h.seq)
-			a.s.held.Add(-1)
-		}
+		held.ack(a)
 		delete(a.acks, id)
 	}
 }
@@ -410,8 +439,8 @@ func (a *nodeActor) seqsOf(ids []string) []uint64 {
 	}
 	out := make([]uint64, len(ids))
 	for i, id := range ids {
-		if h := a.acks[id]; len(h) > 0 {
-			out[i] = h[0].seq
+		if h, ok := a.acks[id]; ok {
+			out[i] = h.first.seq
 		}
 	}
 	return out

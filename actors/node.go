@@ -143,7 +143,7 @@ type nodeActor struct {
 	// acks holds, in durable sessions, the JetStream messages of the
 	// envelopes the node holds, by envelope id, until they are consumed
 	// (made on the first).
-	acks    map[string][]heldMsg
+	acks    map[string]heldMsgs
 	unacked seqSet // stream sequences held
 	maxSeq  uint64 // the highest stream sequence received
 
