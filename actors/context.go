@@ -6,7 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"sync"
 	"unsafe"
 
@@ -171,9 +170,9 @@ func (s *System) resolveContext(env *pb.Envelope) (tokenContext, error) {
 // deltaOf lists the keys of ctx named in changed (and extra), sorted,
 // once each: what an envelope carries over its base.
 func deltaOf(ctx map[string]string, changed []string, extra ...string) []*pb.KV {
-	keys := make([]string, 0, len(changed)+len(extra))
-	keys = append(append(keys, changed...), extra...)
-	sort.Strings(keys)
+	var room [16]string // the keys, sorted: on the stack when they fit
+	keys := append(append(room[:0], changed...), extra...)
+	slices.Sort(keys)
 	out := make([]*pb.KV, 0, len(keys))
 	block := make([]pb.KV, len(keys)) // one allocation for every pair
 	for i, k := range keys {

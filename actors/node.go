@@ -1062,26 +1062,30 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 	if target == "" {
 		target = "jump." + to
 	}
-	env := &pb.Envelope{
-		Id:        a.s.envelopeID(a.node.ID, j.firing, target),
-		SessionId: a.s.cfg.SessionID,
-		Kind:      KindHandoff,
-		FromNode:  a.node.ID,
-		ToNode:    to,
-		EdgeId:    edgeID,
-		Iteration: j.firing,
-		CreatedAt: timestamppb.New(a.s.clk.Now()),
-		Payload:   &pb.Payload{Message: o.Response},
-		Outcome: &pb.Outcome{Status: string(o.Status), PreferredLabel: o.PreferredLabel,
-			SuggestedNextIds: o.SuggestedNextIDs, Notes: o.Notes, FailureReason: o.FailureReason},
-		ContextUpdates: kvList(o.ContextUpdates),
-		Context:        ctx,
-		ContextBase:    base,
-		ContextVersion: version,
-		Branches:       bs,
-		Metadata:       j.metadata(o),
-		Caller:         j.caller,
-	}
+	blk := &envelopeBlock{}
+	now := a.s.clk.Now()
+	blk.ts.Seconds, blk.ts.Nanos = now.Unix(), int32(now.Nanosecond())
+	blk.pl.Message = o.Response
+	blk.oc.Status, blk.oc.PreferredLabel, blk.oc.SuggestedNextIds, blk.oc.Notes, blk.oc.FailureReason =
+		string(o.Status), o.PreferredLabel, o.SuggestedNextIDs, o.Notes, o.FailureReason
+	env := &blk.env
+	env.Id = a.s.envelopeID(a.node.ID, j.firing, target)
+	env.SessionId = a.s.cfg.SessionID
+	env.Kind = KindHandoff
+	env.FromNode = a.node.ID
+	env.ToNode = to
+	env.EdgeId = edgeID
+	env.Iteration = j.firing
+	env.CreatedAt = &blk.ts
+	env.Payload = &blk.pl
+	env.Outcome = &blk.oc
+	env.ContextUpdates = kvList(o.ContextUpdates)
+	env.Context = ctx
+	env.ContextBase = base
+	env.ContextVersion = version
+	env.Branches = bs
+	env.Metadata = j.metadata(o)
+	env.Caller = j.caller
 	if len(j.artifacts) > 0 {
 		env.Payload.Artifacts = j.artifacts
 	}
@@ -1089,6 +1093,15 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 		env.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
 	return env
+}
+
+// envelopeBlock is an envelope a firing sends with its payload, outcome
+// and time, in one allocation (they were four).
+type envelopeBlock struct {
+	env pb.Envelope
+	pl  pb.Payload
+	oc  pb.Outcome
+	ts  timestamppb.Timestamp
 }
 
 // metadata is what the firing's envelopes carry: the input's metadata with
