@@ -95,9 +95,11 @@ type State struct {
 // handed out (StateFrom), because Go code may keep it and the runtime goes
 // on changing the map. A run whose code never asked for its state costs no
 // copy of a context that grows with the run.
+// The messages that fired the run are lent the same way.
 type liveState struct {
 	mu     sync.Mutex
 	m      map[string]string
+	msgs   []nodes.Message
 	lent   bool
 	sealed bool
 }
@@ -108,10 +110,22 @@ func (l *liveState) end() {
 	defer l.mu.Unlock()
 	if l.lent {
 		l.m = maps.Clone(l.m)
+		l.msgs = slices.Clone(l.msgs)
 	} else {
-		l.m = nil // nobody asked during the run
+		l.m, l.msgs = nil, nil // nobody asked during the run
 	}
 	l.sealed = true
+}
+
+// messages is the state's messages; never changed after they are
+// returned.
+func (s State) messages() []nodes.Message {
+	if s.live == nil {
+		return s.msgs
+	}
+	s.live.mu.Lock()
+	defer s.live.mu.Unlock()
+	return s.live.msgs
 }
 
 // view is the state's map; never changed after it is returned.
@@ -152,7 +166,7 @@ func (s State) Input() string { return s.view()[KeyInput] }
 
 // Messages returns the envelopes that fired the node, in arrival order
 // (several when a join, a schedule or a busy node took more than one).
-func (s State) Messages() []Received { return slices.Clone(s.msgs) }
+func (s State) Messages() []Received { return slices.Clone(s.messages()) }
 
 // Keys returns the state's keys in order.
 func (s State) Keys() []string { return slices.Sorted(maps.Keys(s.view())) }
@@ -174,8 +188,27 @@ func StateFrom(ctx context.Context) State {
 	return s
 }
 
-func withState(ctx context.Context, s State) context.Context {
-	return context.WithValue(ctx, stateKey{}, s)
+// stateCtx is a node run's context with its state: the context and the
+// lent state in one allocation (a context.WithValue, the State it holds
+// and the liveState were three, and a copy of the messages a fourth).
+type stateCtx struct {
+	context.Context
+	live liveState
+}
+
+// withState is ctx with a node run's state: its context m and messages
+// msgs, lent for the run (liveState); call end on the result's live when
+// the run returned.
+func withState(ctx context.Context, m map[string]string, msgs []nodes.Message) *stateCtx {
+	return &stateCtx{Context: ctx, live: liveState{m: m, msgs: msgs}}
+}
+
+// Value is the run's State for stateKey, else ctx's value.
+func (c *stateCtx) Value(key any) any {
+	if _, ok := key.(stateKey); ok {
+		return State{live: &c.live}
+	}
+	return c.Context.Value(key)
 }
 
 // Retryable marks err as transient: the node is retried up to its

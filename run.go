@@ -98,7 +98,9 @@ type Execution struct {
 	stream bool
 
 	mu       sync.Mutex
-	last     *Message          // the last output recorded
+	last     string            // the last output recorded (when hasLast)
+	lastMeta map[string]string // its metadata (nil: none; a Message only for the report)
+	hasLast  bool
 	result   *Message          // the state at the exit node
 	outputs  map[string]string // node id -> full output
 	errs     map[string]string // node id -> failure reason of its last visit
@@ -216,12 +218,12 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 			e.result = &Message{Text: in.Context[KeyPrevious], Metadata: maps.Clone(in.Metadata)}
 			e.mu.Unlock()
 		}
-		// The runtime's map, lent for the run: copied when it returns only
-		// if Go code took the state (it may keep it, and the runtime goes
-		// on changing the context after the run).
-		live := &liveState{m: in.Context}
-		defer live.end()
-		o, err := next.Handle(withState(ctx, State{live: live, msgs: slices.Clone(in.Messages)}), in)
+		// The runtime's map and messages, lent for the run: copied when it
+		// returns only if Go code took the state (it may keep it, and the
+		// runtime goes on changing the context after the run).
+		sc := withState(ctx, in.Context, in.Messages)
+		defer sc.live.end()
+		o, err := next.Handle(sc, in)
 		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
 			return o, err
 		}
@@ -230,13 +232,16 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 		updates[in.Node.ID] = o.Response
 		updates[KeyPrevious] = o.Response
 		o.ContextUpdates = updates
-		meta := maps.Clone(in.Metadata)
-		if meta == nil {
-			meta = map[string]string{}
+		var meta map[string]string // nil: none (the report's is an empty map)
+		if len(in.Metadata) > 0 || len(o.Metadata) > 0 {
+			meta = maps.Clone(in.Metadata)
+			if meta == nil {
+				meta = map[string]string{}
+			}
+			maps.Copy(meta, o.Metadata)
 		}
-		maps.Copy(meta, o.Metadata)
 		e.mu.Lock()
-		e.last = &Message{Text: o.Response, Metadata: meta}
+		e.last, e.lastMeta, e.hasLast = o.Response, meta, true
 		e.outputs[in.Node.ID] = o.Response
 		e.mu.Unlock()
 		return o, nil
@@ -496,14 +501,19 @@ func (e *Execution) buildReport(sr *session.Report) *Report {
 	switch {
 	case e.result != nil:
 		rep.Result = *e.result
-	case e.last != nil:
-		rep.Result = *e.last
+	case e.hasLast:
+		meta := e.lastMeta
+		if meta == nil {
+			meta = map[string]string{}
+		}
+		rep.Result = Message{Text: e.last, Metadata: meta}
 	case e.s != nil && e.s.EndContext() != nil:
 		// Resumed after its end was recorded: no node ran here, the
 		// journal's last context holds what reached the end.
 		rep.Result = Message{Text: e.s.EndContext()[KeyPrevious]}
 	}
-	seen := map[string]bool{}
+	rep.Nodes = make([]NodeReport, 0, max(len(sr.Nodes), len(e.g.Nodes)))
+	seen := make(map[string]bool, len(sr.Nodes))
 	for _, n := range sr.Nodes {
 		seen[n.Node] = true
 		st := NodeStatus(n.Status)

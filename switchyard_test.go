@@ -69,6 +69,9 @@ func TestStateOutputsPreviousAndInputKey(t *testing.T) {
 	require.Equal(t, "b:tool-out", st.Previous())
 	require.Equal(t, "in", st.Input())
 	require.Equal(t, "success", st.Get("outcome"))
+	// The messages of a state kept past its run are its own copy.
+	require.Len(t, st.Messages(), 1)
+	require.Equal(t, "b", st.Messages()[0].From)
 	require.NotEmpty(t, rep.Node("review").Output, "an agent CLI node's response is its output")
 	require.Equal(t, rep.Node("review").Output, rep.Result.Text)
 	require.Equal(t, "c:a:in", rep.Node("c").Output)
