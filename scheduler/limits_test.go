@@ -181,6 +181,28 @@ func TestSessionStallTimeout(t *testing.T) {
 	require.True(t, w.Stop)
 }
 
+// TestArrivedIsProgressAndWants: an arrival restarts the stall watchdog
+// as Progress does, and says whether the node's gate wants it now and,
+// when not, why it waits.
+func TestArrivedIsProgressAndWants(t *testing.T) {
+	s, clk, ns := newSched(t, `digraph g { stall_timeout=5m; x; a; m [trigger=manual]; x -> a; x -> m }`)
+	clk.Advance(4 * time.Minute)
+	wants, waiting := s.Arrived("a", "x->a")
+	require.True(t, wants)
+	require.Empty(t, waiting)
+	clk.Advance(4 * time.Minute)
+	require.Empty(t, ns.take(), "the arrival restarted the watchdog")
+	wants, waiting = s.Arrived("m", "x->m")
+	require.False(t, wants, "a manual gate wants nothing until its trigger")
+	require.Equal(t, s.Waiting("m"), waiting)
+	require.NotEmpty(t, waiting)
+	wants, waiting = s.Arrived("nope", "")
+	require.False(t, wants)
+	require.Empty(t, waiting)
+	clk.Advance(5 * time.Minute)
+	require.Equal(t, []scheduler.Notice{{Kind: "stall"}}, ns.take())
+}
+
 func TestDefaultBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name, src         string

@@ -434,6 +434,24 @@ func (s *Scheduler) Wants(node, edge string) bool {
 	return ok && g.Wants(edge)
 }
 
+// Arrived is Progress and Wants under one lock, for an arrival on edge
+// (the owner's every delivery): the session made progress, and wants
+// reports whether node's gate would use the arrival now; when it would
+// not, waiting is why (Waiting).
+func (s *Scheduler) Arrived(node, edge string) (wants bool, waiting string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armWatchdog()
+	g, ok := s.gates[node]
+	if !ok {
+		return false, ""
+	}
+	if g.Wants(edge) {
+		return true, ""
+	}
+	return false, g.Waiting()
+}
+
 // Waiting is why the node's gate holds its arrivals ("" when it does not).
 func (s *Scheduler) Waiting(node string) string {
 	s.mu.Lock()
