@@ -1,8 +1,7 @@
 package actors
 
 import (
-	"hash/fnv"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -108,7 +107,10 @@ func (a *nodeActor) finish(m *runDone) bool {
 			set("preferred_label", o.PreferredLabel)
 		}
 		if a.outcomeKey == "" {
-			a.outcomeKey, a.retryKey = "internal.outcome."+a.node.ID, "internal.retry_count."+a.node.ID
+			// Both in one allocation.
+			k := "internal.outcome." + a.node.ID + "internal.retry_count." + a.node.ID
+			n := len("internal.outcome.") + len(a.node.ID)
+			a.outcomeKey, a.retryKey = k[:n], k[n:]
 		}
 		set(a.outcomeKey, string(o.Status))
 		set(a.retryKey, strconv.Itoa(j.attempts-1))
@@ -146,8 +148,12 @@ func (a *nodeActor) finish(m *runDone) bool {
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
-	for _, h := range hops {
-		commit.Produced = append(commit.Produced, h.env)
+	if len(hops) == 1 {
+		commit.Produced = append(job.produced1[:0], hops[0].env) // in the job's own room
+	} else {
+		for _, h := range hops {
+			commit.Produced = append(commit.Produced, h.env)
+		}
 	}
 
 	eb := a.completedEvent()
@@ -310,23 +316,43 @@ func (a *nodeActor) committedDone(m *committed) {
 	}
 }
 
+// FNV-1a, 64 bits (hash/fnv's New64a), over strings without the
+// hash.Hash's interface and []byte conversions (an allocation each).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+func fnvString[T string | []byte](h uint64, s T) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime64
+	}
+	return h
+}
+
+func fnvByte(h uint64, b byte) uint64 {
+	h ^= uint64(b)
+	return h * fnvPrime64
+}
+
 // outputHash identifies an outcome's output for stall detection: the
 // response and the context updates.
 func outputHash(o *nodes.Outcome) string {
-	h := fnv.New64a()
-	h.Write([]byte(o.Response))
-	keys := make([]string, 0, len(o.ContextUpdates))
+	h := fnvString(fnvOffset64, o.Response)
+	var room [8]string // the keys, sorted: on the stack when they fit
+	keys := room[:0]
 	for k := range o.ContextUpdates {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys)
+	slices.Sort(keys)
 	for _, k := range keys {
-		h.Write([]byte{0})
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-		h.Write([]byte(o.ContextUpdates[k]))
+		h = fnvByte(h, 0)
+		h = fnvString(h, k)
+		h = fnvByte(h, 0)
+		h = fnvString(h, o.ContextUpdates[k])
 	}
-	return strconv.FormatUint(h.Sum64(), 16)
+	return strconv.FormatUint(h, 16)
 }
 
 // inputHash identifies what a firing consumed for stall detection: each
@@ -334,23 +360,23 @@ func outputHash(o *nodes.Outcome) string {
 // its id or the context it carries. tick reports a firing on clock ticks
 // or triggers alone (ticks the node did not send itself).
 func inputHash(batch []*pb.Envelope) (hash string, tick bool) {
-	h := fnv.New64a()
+	h := uint64(fnvOffset64)
 	tick = true
 	for _, e := range batch {
 		if e.GetKind() != KindTick || e.GetFromNode() != "" {
 			tick = false
 		}
-		for _, s := range []string{e.GetKind(), e.GetFromNode(), e.GetPayload().GetMessage(), e.GetOutcome().GetStatus()} {
-			h.Write([]byte(s))
-			h.Write([]byte{0})
+		for _, s := range [...]string{e.GetKind(), e.GetFromNode(), e.GetPayload().GetMessage(), e.GetOutcome().GetStatus()} {
+			h = fnvString(h, s)
+			h = fnvByte(h, 0)
 		}
 		if st := e.GetPayload().GetStructured(); st != nil {
 			b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(st)
-			h.Write(b)
+			h = fnvString(h, b)
 		}
-		h.Write([]byte{1})
+		h = fnvByte(h, 1)
 	}
-	return strconv.FormatUint(h.Sum64(), 16), tick
+	return strconv.FormatUint(h, 16), tick
 }
 
 // summary is the one-line text of an outcome for events.
