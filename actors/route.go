@@ -574,31 +574,40 @@ func (a *nodeActor) fork(j *job, o *nodes.Outcome, ctx map[string]string, bs []*
 }
 
 // edgeNames is an edge's id (edges.EdgeID) and subject, made once per
-// edge rather than at every firing.
+// edge rather than at every firing. They are kept by the edge (a word to
+// hash, where its ends and index were two strings and an int): a live
+// edit's graph has new edges, named again, and the names of edges no
+// graph has any more are let go once the names kept pass a bound. The id
+// kept is the end of the subject.
 func (s *System) edgeNames(e *graph.Edge) (id, subject string) {
-	k := edgeKey{e.From, e.To, e.Index}
 	s.edgeMu.RLock()
-	n, ok := s.edgeSubjects[k]
+	n, ok := s.edgeSubjects[e]
 	s.edgeMu.RUnlock()
-	if ok {
-		return n[0], n[1]
+	if !ok {
+		id := edges.EdgeID(e)
+		n = edgeName{subject: broker.Edge(s.cfg.SessionID, id)}
+		n.prefix = len(n.subject) - len(id)
+		s.edgeMu.Lock()
+		if limit := 2*len(s.graph().Edges) + maxEdgeNames; s.edgeSubjects == nil || len(s.edgeSubjects) >= limit {
+			// Made at the first firing (an idle session holds none); past
+			// the bound, mostly edges live edits removed.
+			s.edgeSubjects = make(map[*graph.Edge]edgeName, min(len(s.graph().Edges), maxEdgeNames))
+		}
+		s.edgeSubjects[e] = n
+		s.edgeMu.Unlock()
 	}
-	id = edges.EdgeID(e)
-	subject = broker.Edge(s.cfg.SessionID, id)
-	s.edgeMu.Lock()
-	if s.edgeSubjects == nil {
-		s.edgeSubjects = map[edgeKey][2]string{}
-	}
-	s.edgeSubjects[k] = [2]string{id, subject}
-	s.edgeMu.Unlock()
-	return id, subject
+	return n.subject[n.prefix:], n.subject
 }
 
-// edgeKey is what an edge's id is made of.
-type edgeKey struct {
-	from, to string
-	index    int
+// edgeName is an edge's subject and where its id starts in it.
+type edgeName struct {
+	subject string
+	prefix  int
 }
+
+// maxEdgeNames is what edgeNames keeps beyond twice the graph's edges,
+// and the most its table is sized for at first.
+const maxEdgeNames = 1024
 
 // edgeHop sends the token on e with ctx: the firing's context, or (extra
 // names the keys it adds) a fork branch's.

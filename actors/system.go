@@ -221,10 +221,10 @@ type System struct {
 	// ctxs holds the run context of the envelopes the firings sent, for
 	// their receivers (context.go).
 	ctxs ctxStore
-	// edgeSubjects: each edge's id and subject (edgeNames); edgeMu is a
-	// leaf lock.
+	// edgeSubjects: each edge's subject and the length of its prefix
+	// (edgeNames), by edge; edgeMu is a leaf lock.
 	edgeMu       sync.RWMutex
-	edgeSubjects map[edgeKey][2]string
+	edgeSubjects map[*graph.Edge]edgeName
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
