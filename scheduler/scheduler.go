@@ -398,8 +398,11 @@ func (s *Scheduler) decided(node string, d Decision) Decision {
 	if _, stop := s.stopped[node]; stop {
 		return d
 	}
-	st := s.peekState(node)
-	if st == nil || st.State == StateRunning {
+	// The stored state, without peekState's idle one made to be thrown
+	// away (a node's first decision stores its state below).
+	if st := s.states[node]; st != nil && st.State == StateRunning {
+		return d
+	} else if _, ok := s.gates[node]; st == nil && !ok {
 		return d
 	}
 	switch {
