@@ -121,7 +121,12 @@ type tokenContext struct {
 func (s *System) resolveContext(env *pb.Envelope) (tokenContext, error) {
 	v := env.GetContextVersion()
 	if env.GetContextBase() == "" {
-		tc := tokenContext{m: ctxMap(env.GetContext()), version: v}
+		kvs := env.GetContext()
+		m := make(map[string]string, len(kvs)+s.contextRoom())
+		for _, kv := range kvs {
+			m[kv.GetKey()] = kv.GetValue()
+		}
+		tc := tokenContext{m: m, version: v}
 		if v > 0 {
 			// The runtime's own (outside envelopes have no version): the
 			// journal recorded it, so the outputs may name it.
@@ -165,6 +170,23 @@ func (s *System) resolveContext(env *pb.Envelope) (tokenContext, error) {
 		m[kv.GetKey()] = kv.GetValue()
 	}
 	return tokenContext{m: m, base: env.GetId(), version: v}, nil
+}
+
+// maxContextRoom bounds contextRoom.
+const maxContextRoom = 4096
+
+// contextRoom is the room a whole context (a pipeline's input's) is made
+// with for the keys its token will gather: a pipeline's firing sets
+// internal.outcome.<node> and internal.retry_count.<node>, so its context
+// grows by two keys a node visited. A map made for them is not grown
+// (rehashed) again and again on the way (a run's map is handed down its
+// chain, changed in place). A session's tokens are short: none.
+func (s *System) contextRoom() int {
+	t := s.topo.Load()
+	if t == nil || t.session {
+		return 8
+	}
+	return min(2*len(t.g.Nodes)+8, maxContextRoom)
 }
 
 // deltaOf lists the keys of ctx named in changed (and extra), sorted,
