@@ -3,6 +3,7 @@ package actors
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/switchyard/switchyard/graph"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -123,22 +124,30 @@ func (s *System) branchArrived(br *pb.Branch) {
 // stack.manager_loop sends its child) until the session's next firing of a
 // node that does work: a pipeline has one token, so that is the node the
 // run reaches next (or the one it is at, when it fires again).
+// held says msgs may hold something: every firing asks, and almost always
+// finds nothing, without the lock.
 type steerBox struct {
 	mu   sync.Mutex
 	msgs []*pb.Envelope
+	held atomic.Bool
 }
 
 func (b *steerBox) add(env *pb.Envelope) {
 	b.mu.Lock()
 	b.msgs = append(b.msgs, env)
+	b.held.Store(true)
 	b.mu.Unlock()
 }
 
 func (b *steerBox) take() []*pb.Envelope {
+	if !b.held.Load() {
+		return nil // a steer added meanwhile goes to the next firing
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.msgs
 	b.msgs = nil
+	b.held.Store(false)
 	return out
 }
 
