@@ -315,6 +315,9 @@ func TestStallWindow(t *testing.T) {
 		{"status matters", ``, []scheduler.Result{ok("1"), {Status: "partial_success", OutputHash: "1"}, ok("1"), ok("1")}, 0},
 		{"stall_after=2", `stall_after=2`, []scheduler.Result{ok("1"), ok("2"), ok("2")}, 3},
 		{"stall_after=0 disables", `stall_after=0`, []scheduler.Result{ok("1"), ok("1"), ok("1"), ok("1")}, 0},
+		{"the oldest leaves the window", ``, []scheduler.Result{ok("1"), ok("1"), ok("2"), ok("1"), ok("1"), ok("3"), ok("3")}, 0},
+		{"a long run, then the same three", ``, []scheduler.Result{ok("1"), ok("2"), ok("3"), ok("4"), ok("5"), ok("6"), ok("9"), ok("9"), ok("9")}, 9},
+		{"stall_after=5", `stall_after=5`, []scheduler.Result{ok("1"), ok("2"), ok("2"), ok("2"), ok("2"), ok("1"), ok("2"), ok("2"), ok("2"), ok("2"), ok("2")}, 11},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _ := newSched(t, `digraph g { a [`+tc.attrs+`] }`)

@@ -38,6 +38,9 @@ type Result struct {
 type stallWindow struct {
 	after int
 	last  []string
+	// room holds last while after is at most DefaultStallAfter: the
+	// window and its keys in one allocation, changed in place.
+	room [DefaultStallAfter]string
 }
 
 // stallFor is a node's stall window, made on first use from the node's
@@ -52,6 +55,7 @@ func (s *Scheduler) stallFor(node string) *stallWindow {
 		return nil
 	}
 	w := &stallWindow{after: nc.StallAfter}
+	w.last = w.room[:0]
 	s.stalls[node] = w
 	return w
 }
@@ -69,9 +73,13 @@ func (w *stallWindow) observe(r Result) (stalled bool, evidence string) {
 	if r.Failure != "" {
 		key = "input=" + r.InputHash + " status=" + r.Status + " failure=" + r.Failure
 	}
-	w.last = append(w.last, key)
-	if len(w.last) > w.after {
-		w.last = w.last[len(w.last)-w.after:]
+	if len(w.last) >= w.after {
+		// Full: the oldest goes, the others move down (in place: no new
+		// array every few firings).
+		n := copy(w.last, w.last[len(w.last)-w.after+1:])
+		w.last = append(w.last[:n], key)
+	} else {
+		w.last = append(w.last, key)
 	}
 	if len(w.last) < w.after {
 		return false, ""
