@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
@@ -129,7 +130,7 @@ func (s *System) buffered(node string) int {
 	if !ok || stopped {
 		return 0
 	}
-	res, err := s.root.RequestFuture(pid, &heldQuery{}, 5*time.Second).Result()
+	res, err := s.as.await(func() *actor.Future { return s.root.RequestFuture(pid, &heldQuery{}, 5*time.Second) })
 	if err != nil {
 		return 0
 	}

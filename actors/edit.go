@@ -317,6 +317,6 @@ func (s *System) unspawn(g *graph.Graph, node string) {
 	s.mu.Unlock()
 	s.dropRoutesTo(node)
 	if pid != nil {
-		_ = s.root.StopFuture(pid).Wait()
+		_, _ = s.as.await(func() *actor.Future { return s.root.StopFuture(pid) })
 	}
 }

@@ -113,7 +113,7 @@ func (s *System) allIdle() bool {
 		return true
 	}
 	for _, p := range pids {
-		res, err := s.root.RequestFuture(p, &quiesceQuery{}, 5*time.Second).Result()
+		res, err := s.as.await(func() *actor.Future { return s.root.RequestFuture(p, &quiesceQuery{}, 5*time.Second) })
 		if idle, _ := res.(bool); err != nil || !idle {
 			return false
 		}

@@ -855,7 +855,7 @@ func (s *System) Stop() {
 		if p.a != nil && p.a.stopIdle() {
 			continue
 		}
-		_ = s.root.PoisonFuture(p.pid).Wait()
+		_, _ = s.as.await(func() *actor.Future { return s.root.PoisonFuture(p.pid) })
 	}
 	s.mu.Lock()
 	for _, a := range s.actors {
