@@ -349,6 +349,9 @@ func New(cfg Config) (*System, error) {
 			return nil, err
 		}
 	}
+	// Every subscription is at the server when New returns: this one
+	// round trip also covers what the caller subscribed on Conn before
+	// (the session's answer subject).
 	if err := cfg.Conn.Flush(); err != nil {
 		s.Stop()
 		return nil, fmt.Errorf("actors: subscribe: %w", err)

@@ -65,7 +65,9 @@ type ControlInterviewer struct {
 }
 
 // NewControlInterviewer subscribes to the session's answer subject. emit
-// publishes the question events; Close unsubscribes.
+// publishes the question events; Close unsubscribes. It does not flush nc:
+// the session's actor system subscribes on the same connection right after
+// and flushes once for both (a round trip each was two per session start).
 func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emit func(*pb.Event), gates GateLookup) (*ControlInterviewer, error) {
 	if clk == nil {
 		clk = clock.Real()
@@ -77,7 +79,7 @@ func NewControlInterviewer(nc *nats.Conn, sessionID string, clk clock.Clock, emi
 		return nil, err
 	}
 	c.sub = sub
-	return c, nc.Flush()
+	return c, nil
 }
 
 // Close stops listening for answers.
