@@ -310,7 +310,8 @@ func New(cfg Config) (*System, error) {
 	}
 	s.evq, s.evDone = as.eventQueue(), make(chan struct{})
 	go s.publishEvents() // stopped by Stop, which queues a nil event and waits for evDone
-	scfg, err := scheduler.ConfigFrom(cfg.Graph)
+	// The graph's configuration, read once per graph and shared.
+	scfg, err := scheduler.ConfigOf(cfg.Graph)
 	if err != nil {
 		s.Stop()
 		return nil, err

@@ -279,3 +279,28 @@ func TestOutEdges(t *testing.T) {
 		require.Empty(t, g.OutEdges("nosuch"))
 	}
 }
+
+// TestDeriveOncePerGraph: what Derive makes of a graph is made once per
+// key while its nodes and edges are the same, and again once they change.
+func TestDeriveOncePerGraph(t *testing.T) {
+	g, err := graph.Parse("d.dot", []byte(`digraph d { a -> b }`))
+	require.NoError(t, err)
+	type edgesKey struct{}
+	type nodesKey struct{}
+	made := 0
+	count := func(g *graph.Graph) any { made++; return len(g.Edges) }
+	require.Equal(t, 1, g.Derive(edgesKey{}, count))
+	require.Equal(t, 1, g.Derive(edgesKey{}, count))
+	require.Equal(t, 1, made, "made again for an unchanged graph")
+	require.Equal(t, 2, g.Derive(nodesKey{}, func(g *graph.Graph) any { return len(g.Nodes) }))
+	require.Equal(t, 1, g.Derive(edgesKey{}, count), "another key's value replaced this one's")
+	require.Equal(t, 1, made)
+
+	g.Edges = append(g.Edges, &graph.Edge{From: "b", To: "a"})
+	require.Equal(t, 2, g.Derive(edgesKey{}, count), "an edge added, the value stayed")
+	require.Equal(t, 2, made)
+	c := *g // a copy with other edges makes its own
+	c.Edges = c.Edges[:1]
+	require.Equal(t, 1, c.Derive(edgesKey{}, count))
+	require.Equal(t, 2, g.Derive(edgesKey{}, count))
+}

@@ -169,6 +169,60 @@ type Graph struct {
 	undeclaredSet map[string]bool // the ids of undeclared
 	adj           atomic.Value    // *adjacency of Edges, built on first use
 	terms         atomic.Value    // *shapedTerminals of Nodes, built on first use
+	derived       atomic.Value    // *derivations of Nodes and Edges (Derive)
+}
+
+// derivations are the values made from a graph (Derive); they belong to
+// one Nodes and one Edges slice, as adjacency does to Edges.
+type derivations struct {
+	nodes, edges int
+	firstNode    **Node
+	firstEdge    **Edge
+	m            map[any]any
+}
+
+// Derive returns what build makes of g under key, made once while g's
+// Nodes and Edges are the same slices: what the runtime reads of a graph
+// at the start of every session that runs it (its scheduling, its edges'
+// names) is read once per graph. Like Outgoing's index it belongs to the
+// slices (appending a node or an edge, or replacing a slice, makes it
+// again) and takes nodes, edges and attributes as not changed in place
+// once the graph runs. The value is shared by every caller: read-only.
+// Concurrent callers may each build it; any of them is right.
+func (g *Graph) Derive(key any, build func(*Graph) any) any {
+	var firstNode **Node
+	if len(g.Nodes) > 0 {
+		firstNode = &g.Nodes[0]
+	}
+	var firstEdge **Edge
+	if len(g.Edges) > 0 {
+		firstEdge = &g.Edges[0]
+	}
+	d, _ := g.derived.Load().(*derivations)
+	if d != nil && d.nodes == len(g.Nodes) && d.edges == len(g.Edges) && d.firstNode == firstNode && d.firstEdge == firstEdge {
+		if v, ok := d.m[key]; ok {
+			return v
+		}
+	} else {
+		d = nil
+	}
+	v := build(g)
+	next := &derivations{nodes: len(g.Nodes), edges: len(g.Edges), firstNode: firstNode, firstEdge: firstEdge,
+		m: make(map[any]any, 1+len(d.values()))}
+	for k, old := range d.values() {
+		next.m[k] = old
+	}
+	next.m[key] = v
+	g.derived.Store(next)
+	return v
+}
+
+// values is d's map (nil for no d).
+func (d *derivations) values() map[any]any {
+	if d == nil {
+		return nil
+	}
+	return d.m
 }
 
 // shapedTerminals says whether some node of a graph is a start (exit) by

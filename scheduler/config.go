@@ -131,6 +131,26 @@ func ConfigFrom(g *graph.Graph) (*Config, error) {
 	return cfg, nil
 }
 
+// configKey is the key of a graph's Config (ConfigOf).
+type configKey struct{}
+
+// configOrError is ConfigFrom's answer, kept with the graph.
+type configOrError struct {
+	cfg *Config
+	err error
+}
+
+// ConfigOf is ConfigFrom(g), read once per graph (graph.Graph.Derive):
+// every session of a graph shares it, so it must not be changed (a
+// Scheduler only reads its Config; Reconfigure replaces it whole).
+func ConfigOf(g *graph.Graph) (*Config, error) {
+	c := g.Derive(configKey{}, func(g *graph.Graph) any {
+		cfg, err := ConfigFrom(g)
+		return configOrError{cfg, err}
+	}).(configOrError)
+	return c.cfg, c.err
+}
+
 // subgraphScopes returns the budgets of the subgraphs that have one, by
 // scope name ("subgraph:<id>"), and the scopes each node is a member of.
 func subgraphScopes(g *graph.Graph) (map[string]Limits, map[string][]string, error) {

@@ -72,3 +72,26 @@ func config(t *testing.T, src string) *scheduler.Config {
 	require.NoError(t, err)
 	return cfg
 }
+
+// TestConfigOfIsReadOncePerGraph: the sessions of one graph share its
+// Config; a scheduler on it changes nothing of it.
+func TestConfigOfIsReadOncePerGraph(t *testing.T) {
+	g, diags := graph.Load("t.dot", []byte(`digraph t { kind="session"; a [label="a"]; b [label="b", max_iterations=1]; a -> b }`), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	cfg, err := scheduler.ConfigOf(g)
+	require.NoError(t, err)
+	want, err := scheduler.ConfigFrom(g)
+	require.NoError(t, err)
+	require.Equal(t, want, cfg)
+	again, err := scheduler.ConfigOf(g)
+	require.NoError(t, err)
+	require.Same(t, cfg, again)
+	s, err := scheduler.New(cfg, clock.NewFake(t0), nil)
+	require.NoError(t, err)
+	s.Start()
+	tk, _, _ := s.Admit("b")
+	require.NotNil(t, tk)
+	s.Release(tk, scheduler.Result{})
+	s.Close()
+	require.Equal(t, want, cfg, "a scheduler changed the shared Config")
+}
