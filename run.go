@@ -180,6 +180,11 @@ func (e *Execution) sessionConfig(g *Graph, in *Message) session.Config {
 		LogsDir:    cfg.logsDir, WorkDir: cfg.workDir, Clock: cfg.clk, Logger: cfg.logger,
 		Observer: e.observe, ObserverWants: e.wants, Backoff: cfg.backoff, Caller: cfg.caller, Checkpoint: cfg.checkpoint,
 	}
+	// Until Run returns, what reaches the session comes through the
+	// broker's connection (the input, answers, Publish) or from someone
+	// who heard from it there — unless an execution streams its events or
+	// a hook sees its first one: its subscriptions need no round trip.
+	sc.NoSubscribeFlush = !e.stream && cfg.hooks.OnStart == nil && cfg.hooks.OnEvent == nil
 	if sc.Checkpoint == nil && !cfg.ephemeral {
 		sc.Checkpoint = &CheckpointPolicy{}
 	}

@@ -460,3 +460,35 @@ func TestBuildKept(t *testing.T) {
 	require.NotSame(t, one, two, "the source changed under the Graph")
 	require.NotNil(t, two.Node("y"))
 }
+
+// TestStreamIsSubscribedWhenItReturns: once Stream returns, the session's
+// subjects are at the server — an answer published at once on another
+// connection reaches its human gate (kept for the question to come). Run
+// skips that round trip (nothing outside can reach the session before it
+// returns); a stream must not.
+func TestStreamIsSubscribedWhenItReturns(t *testing.T) {
+	b := brokertest.Start(t)
+	nc, err := b.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	g := switchyard.New("gate").
+		Node("approve", map[string]string{"shape": "hexagon", "label": "Ship?"}).
+		Agent("ship", switchyard.AgentFunc(func(context.Context, switchyard.Message) (switchyard.Message, error) {
+			return switchyard.Message{Text: "shipped"}, nil
+		})).
+		Edge("approve", "ship", switchyard.Label("[Y] Yes"))
+	for i := 0; i < 20; i++ {
+		id := "subscribed-" + string(rune('a'+i))
+		ex, err := switchyard.Stream(testCtx(t), g, switchyard.Message{}, switchyard.WithBroker(b), switchyard.WithSessionID(id),
+			switchyard.WithoutCheckpoints())
+		require.NoError(t, err)
+		require.NoError(t, nc.Publish(broker.Control(id, "answer"), []byte(`{"node":"approve","choice":"Y"}`)))
+		require.NoError(t, nc.Flush())
+		ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+		rep, err := ex.Wait(ctx)
+		cancel()
+		ex.Close()
+		require.NoError(t, err, "run %d: the answer sent when Stream returned was lost", i)
+		require.Equal(t, "success", string(rep.Status))
+	}
+}

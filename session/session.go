@@ -114,6 +114,13 @@ type Config struct {
 	// File is the graph's file, recorded with a durable session (serve
 	// resumes the sessions of the files it is given).
 	File string
+	// NoSubscribeFlush: Start does not wait for the server to confirm the
+	// session's subscriptions (actors.Config.NoSubscribeFlush): for a
+	// caller that publishes to the session only through Broker's
+	// connection, and whose Observer publishes nothing elsewhere on the
+	// session's first event (nothing outside the process has heard of the
+	// session before it publishes there).
+	NoSubscribeFlush bool
 	// Replicas is how many copies JetStream keeps of a durable session's
 	// stream, buckets and object store (3 on a cluster survives the loss of
 	// a server); 0 takes the graph's replicas attribute, else 1. Resources
@@ -577,6 +584,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		OnEvent:  func(ev *pb.Event) { s.events <- ev },
 		Interest: cfg.Broker.Interest,
 		Wants:    s.cfg.wants,
+		// The answer subject's subscription above is covered by New's
+		// flush, or by none.
+		NoSubscribeFlush: cfg.NoSubscribeFlush,
 	}
 	if js := cfg.Broker.JetStream(); js != nil {
 		acfg.Work = &pool.Dispatcher{NC: nc, JS: js, Storage: cfg.Broker.Storage(), Replicas: cfg.replicas(),
