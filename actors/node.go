@@ -217,7 +217,8 @@ func (a *nodeActor) buffer(id string) edges.Buffer[*pb.Envelope] {
 // that are gone are closed and what they held is reported.
 func (a *nodeActor) setEdges(g *graph.Graph) error {
 	s, n := a.s, a.node
-	in := g.Incoming(n.ID)
+	names := namesOf(g)
+	in := g.InEdges(n.ID)
 	bufs := make([]edgeBuffer, 0, 1+len(in))
 	if inbox := a.buffer(""); inbox != nil {
 		bufs = append(bufs, edgeBuffer{b: inbox})
@@ -225,7 +226,7 @@ func (a *nodeActor) setEdges(g *graph.Graph) error {
 		bufs = append(bufs, edgeBuffer{b: edges.NewQueue[*pb.Envelope]()})
 	}
 	for _, e := range in {
-		id := edges.EdgeID(e)
+		id := names.edgeID(e)
 		spec := deliverySpec(e)
 		var old edgeBuffer
 		for _, eb := range a.bufs {

@@ -584,7 +584,7 @@ func (s *System) edgeNames(e *graph.Edge) (id, subject string) {
 	n, ok := s.edgeSubjects[e]
 	s.edgeMu.RUnlock()
 	if !ok {
-		id := edges.EdgeID(e)
+		id := namesOf(s.graph()).edgeID(e) // made once per graph
 		n = edgeName{subject: broker.Edge(s.cfg.SessionID, id)}
 		n.prefix = len(n.subject) - len(id)
 		s.edgeMu.Lock()

@@ -29,12 +29,13 @@ type Verdict struct {
 // knownSubjects are the subjects the nodes of g receive on: their inboxes
 // and their incoming edges.
 func knownSubjects(session string, g *graph.Graph) map[string]bool {
+	names := namesOf(g)
 	m := make(map[string]bool, len(g.Nodes)+len(g.Edges))
 	for _, n := range g.Nodes {
 		m[broker.NodeIn(session, n.ID)] = true
 	}
 	for _, e := range g.Edges {
-		m[broker.Edge(session, edges.EdgeID(e))] = true
+		m[broker.Edge(session, names.edgeID(e))] = true
 	}
 	return m
 }
@@ -57,7 +58,7 @@ func sortedSubjects(m map[string]bool) []string {
 }
 
 func newTopology(session string, g *graph.Graph) *topology {
-	return &topology{g: g, joins: joinNodes(g), subjects: knownSubjects(session, g), session: g.Kind() == "session"}
+	return &topology{g: g, joins: namesOf(g).joins, subjects: knownSubjects(session, g), session: g.Kind() == "session"}
 }
 
 // stray answers an envelope published on an inbox or edge of the session

@@ -20,7 +20,6 @@ import (
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
-	"github.com/switchyard/switchyard/edges"
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/pool"
@@ -298,7 +297,8 @@ func New(cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, as: as, root: as.as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
-		pids: map[string]*actor.PID{}, actors: map[string]*nodeActor{},
+		pids: make(map[string]*actor.PID, len(cfg.Graph.Nodes)), actors: make(map[string]*nodeActor, len(cfg.Graph.Nodes)),
+		spawned: make([]*actor.PID, 0, len(cfg.Graph.Nodes)),
 	}
 	s.warm.wg = &s.pinWG
 	s.commitWhole = true
@@ -311,7 +311,7 @@ func New(cfg Config) (*System, error) {
 	s.version.Store(1)
 	s.dedup = newDedupWindow(1 << 16)
 	s.ids = newIDSigner(cfg.IDKey)
-	s.routes, s.consumed = map[string]route{}, newDedupWindow(1<<16)
+	s.routes, s.consumed = make(map[string]route, len(cfg.Graph.Nodes)+len(cfg.Graph.Edges)), newDedupWindow(1<<16)
 	s.watch.wake = make(chan struct{}, 1)
 	for _, id := range cfg.Consumed {
 		s.consumed.add(id)
@@ -489,8 +489,11 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	s.actors[n.ID] = a
 	s.mu.Unlock()
 	s.setRoute(broker.NodeIn(s.cfg.SessionID, n.ID), n.ID, pid)
-	for _, e := range g.Incoming(n.ID) {
-		s.setRoute(broker.Edge(s.cfg.SessionID, edges.EdgeID(e)), n.ID, pid)
+	names := namesOf(g)
+	for _, e := range g.InEdges(n.ID) {
+		id := names.edgeID(e)
+		subj := broker.Edge(s.cfg.SessionID, id)
+		s.setRoute(subj, n.ID, pid)
 	}
 	return nil
 }

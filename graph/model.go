@@ -363,6 +363,13 @@ func (g *Graph) OutEdges(id string) []*Edge {
 	return g.adjacency().out[id]
 }
 
+// InEdges is Incoming without the copy, for what reads a node's edges at
+// every session's start: the slice is the graph's index, which the caller
+// must not change.
+func (g *Graph) InEdges(id string) []*Edge {
+	return g.adjacency().in[id]
+}
+
 // Incoming returns the edges entering id, in declaration order.
 func (g *Graph) Incoming(id string) []*Edge {
 	if len(g.Edges) >= smallGraph {
