@@ -21,6 +21,7 @@ const deadLetterWait = 30 * time.Second
 func (s *System) deadLetter(msg *nats.Msg) {
 	s.ensureDeadLetters()
 	_ = s.cfg.Conn.PublishMsg(msg)
+	s.publishedForOthers()
 }
 
 func (s *System) ensureDeadLetters() {

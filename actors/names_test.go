@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
 // TestSessionsOfAGraphShareItsNames: the edges' ids are made once per
@@ -49,5 +50,37 @@ func TestSessionsOfAGraphShareItsNames(t *testing.T) {
 			require.True(t, s.topo.Load().subjects[subj])
 		}
 		s.Stop()
+	}
+}
+
+// TestPublishedForOthers: a System tells whether it published something
+// others read (the session's Stop waits for the server only then): an
+// event nobody subscribed to is not published, one a watcher subscribed
+// to is.
+func TestPublishedForOthers(t *testing.T) {
+	b := brokertest.Start(t, brokertest.Memory())
+	g, err := graph.Parse("t.dot", []byte(`digraph t { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`))
+	require.NoError(t, err)
+	reg := nodes.NewRegistry()
+	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
+	watcher, err := b.NewConn()
+	require.NoError(t, err)
+	defer watcher.Close()
+	for _, watched := range []bool{false, true} {
+		sid := "unwatched"
+		if watched {
+			sid = "watched"
+			sub, err := watcher.SubscribeSync(broker.Event(sid, "note"))
+			require.NoError(t, err)
+			defer func() { _ = sub.Unsubscribe() }()
+			require.NoError(t, watcher.Flush())
+		}
+		s, err := New(Config{SessionID: sid, Graph: g, Conn: b.Conn(), Registry: reg, Interest: b.Interest,
+			Wants:   func(string) bool { return false },
+			Journal: JournalFunc(func(context.Context, *Commit) error { return nil })})
+		require.NoError(t, err)
+		s.Emit(&pb.Event{Kind: "note"})
+		s.Stop() // its events are published when it returns
+		require.Equal(t, watched, s.PublishedForOthers(), "watched: %v", watched)
 	}
 }

@@ -258,6 +258,10 @@ type System struct {
 	consumed   *dedupWindow
 	consuming  bool // StartConsuming was called
 
+	// forOthers: the System published something others read — an event
+	// someone subscribed to, a dead letter (PublishedForOthers).
+	forOthers atomic.Bool
+
 	evSubjects sync.Map       // event kind -> its two subjects (eventSubjects)
 	evKinds    atomic.Int64   // kinds stored in evSubjects, or tried
 	evq        chan *pb.Event // events waiting to be published, in order
@@ -773,6 +777,7 @@ func (s *System) publishEvents() {
 			if err := s.cfg.Conn.Publish(subj, data); err != nil {
 				s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
 			}
+			s.publishedForOthers()
 		}
 		// The JSON form, for any NATS client, only when someone listens.
 		if subj := sj[1]; s.cfg.Interest == nil || s.cfg.Interest(subj) {
@@ -780,6 +785,7 @@ func (s *System) publishEvents() {
 				if err := s.cfg.Conn.Publish(subj, data); err != nil {
 					s.log.Error("actors: publish event", "kind", ev.Kind, "err", err)
 				}
+				s.publishedForOthers()
 			}
 		}
 		if s.cfg.OnEvent != nil {
@@ -787,6 +793,20 @@ func (s *System) publishEvents() {
 		}
 	}
 }
+
+// publishedForOthers notes that the System published something others
+// read.
+func (s *System) publishedForOthers() {
+	if !s.forOthers.Load() {
+		s.forOthers.Store(true)
+	}
+}
+
+// PublishedForOthers reports whether the System published on NATS
+// something others read: an event someone subscribed to, a dead letter.
+// What else it publishes is an envelope for a node of its own, or a reply
+// to a request (its requester waits for it).
+func (s *System) PublishedForOthers() bool { return s.forOthers.Load() }
 
 // SetEventSeq continues event numbering after a resume.
 func (s *System) SetEventSeq(n uint64) { s.seq.Store(n) }
