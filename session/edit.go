@@ -48,7 +48,7 @@ func (s *Session) recordEdit(g *graph.Graph) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.jr.recordGraph(ctx, g.DOT()); err != nil {
+	if err := s.jr.recordGraph(ctx, g); err != nil {
 		s.sys.Emit(&pb.Event{Kind: "session.warning",
 			Message: "the edited graph is not recorded in the store (a resume runs the previous one): " + err.Error()})
 	}

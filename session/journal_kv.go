@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/graph"
 	"github.com/switchyard/switchyard/internal/crash"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
@@ -958,16 +959,25 @@ func (j *journal) forked(ctx context.Context, m *Meta, dot string) error {
 }
 
 // recordGraph records a new durable session's graph.
-func (j *journal) recordGraph(ctx context.Context, dot string) error {
+func (j *journal) recordGraph(ctx context.Context, g *graph.Graph) error {
 	if j.kv == nil {
 		return nil
 	}
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
-	if err := j.putLocked(ctx, graphKey, []byte(dot)); err != nil {
+	if err := j.putLocked(ctx, graphKey, []byte(dotOf(g))); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
 	return nil
+}
+
+// dotKey is the key of a graph's DOT text (dotOf).
+type dotKey struct{}
+
+// dotOf is g.DOT(), rendered once per graph (graph.Graph.Derive): every
+// durable session records its graph's text at its start.
+func dotOf(g *graph.Graph) string {
+	return g.Derive(dotKey{}, func(g *graph.Graph) any { return g.DOT() }).(string)
 }
 
 // recordMeta records a new durable session's record of itself: written

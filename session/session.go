@@ -265,7 +265,7 @@ func start(ctx context.Context, cfg Config, run bool) (*Session, error) {
 	// nothing was recorded, and the next start under the id writes over it.
 	meta := &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
 		Input: cfg.Input, File: cfg.File, LogsDir: absDir(s.cfg.LogsDir), WorkDir: absDir(s.cfg.WorkDir)}
-	if err := s.jr.recordGraph(ctx, cfg.Graph.DOT()); err != nil {
+	if err := s.jr.recordGraph(ctx, cfg.Graph); err != nil {
 		s.abandon()
 		return nil, err
 	}
@@ -386,7 +386,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		}
 		if err := s.jr.forked(ctx, &Meta{ID: cfg.ID, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started,
 			ForkOf: cfg.ForkOf, ForkAt: cp.Seq, File: cfg.File, LogsDir: absDir(s.cfg.LogsDir), WorkDir: absDir(s.cfg.WorkDir)},
-			cfg.Graph.DOT()); err != nil {
+			dotOf(cfg.Graph)); err != nil {
 			s.abandon()
 			return nil, err
 		}
