@@ -48,6 +48,18 @@ func TestSessionsOfAGraphShareItsNames(t *testing.T) {
 			gotID, gotSubj := s.edgeNames(e)
 			require.Equal(t, [2]string{id, subj}, [2]string{gotID, gotSubj})
 			require.True(t, s.topo.Load().subjects[subj])
+			// A live edit's spawn makes them itself.
+			gotID, gotSubj = (&sessionSubjects{names: names}).edgeSubject(sid, e)
+			require.Equal(t, [2]string{id, subj}, [2]string{gotID, gotSubj})
+		}
+		for _, n := range g.Nodes {
+			require.Equal(t, broker.NodeIn(sid, n.ID), (&sessionSubjects{names: names}).nodeIn(sid, n.ID, -1))
+			s.routeMu.RLock()
+			r, ok := s.routes[broker.NodeIn(sid, n.ID)]
+			s.routeMu.RUnlock()
+			require.True(t, ok)
+			require.Equal(t, n.ID, r.node)
+			require.True(t, s.topo.Load().subjects[broker.NodeIn(sid, n.ID)])
 		}
 		s.Stop()
 	}

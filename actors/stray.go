@@ -29,15 +29,7 @@ type Verdict struct {
 // knownSubjects are the subjects the nodes of g receive on: their inboxes
 // and their incoming edges.
 func knownSubjects(session string, g *graph.Graph) map[string]bool {
-	names := namesOf(g)
-	m := make(map[string]bool, len(g.Nodes)+len(g.Edges))
-	for _, n := range g.Nodes {
-		m[broker.NodeIn(session, n.ID)] = true
-	}
-	for _, e := range g.Edges {
-		m[broker.Edge(session, names.edgeID(e))] = true
-	}
-	return m
+	return subjectsOf(session, g).set()
 }
 
 // InboundSubjects are the subjects the nodes of g receive on, sorted: their
@@ -58,7 +50,12 @@ func sortedSubjects(m map[string]bool) []string {
 }
 
 func newTopology(session string, g *graph.Graph) *topology {
-	return &topology{g: g, joins: namesOf(g).joins, subjects: knownSubjects(session, g), session: g.Kind() == "session"}
+	return topologyOf(g, subjectsOf(session, g))
+}
+
+// topologyOf is g's topology, its subjects sj's.
+func topologyOf(g *graph.Graph, sj *sessionSubjects) *topology {
+	return &topology{g: g, joins: sj.names.joins, subjects: sj.set(), session: g.Kind() == "session"}
 }
 
 // stray answers an envelope published on an inbox or edge of the session

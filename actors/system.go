@@ -311,7 +311,8 @@ func New(cfg Config) (*System, error) {
 	}
 	s.storedPrefix = strings.TrimSuffix(broker.AllStored(cfg.SessionID), ">")
 	s.threads.seed(cfg.Threads)
-	s.topo.Store(newTopology(cfg.SessionID, cfg.Graph))
+	subjects := subjectsOf(cfg.SessionID, cfg.Graph) // for the topology and the routes
+	s.topo.Store(topologyOf(cfg.Graph, subjects))
 	s.version.Store(1)
 	s.dedup = newDedupWindow(1 << 16)
 	s.ids = newIDSigner(cfg.IDKey)
@@ -335,8 +336,8 @@ func New(cfg Config) (*System, error) {
 	if cfg.Restore != nil {
 		s.sched.Restore(*cfg.Restore)
 	}
-	for _, n := range cfg.Graph.Nodes {
-		if err := s.spawn(cfg.Graph, n); err != nil {
+	for i, n := range cfg.Graph.Nodes {
+		if err := s.spawnWith(cfg.Graph, n, i, subjects); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -467,6 +468,12 @@ func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, 
 var nodeMailbox = actor.UnboundedLockfree()
 
 func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
+	return s.spawnWith(g, n, -1, nil)
+}
+
+// spawnWith is spawn of the i-th of g's nodes with the subjects of the
+// session's nodes in g made (nil: made here).
+func (s *System) spawnWith(g *graph.Graph, n *graph.Node, i int, sj *sessionSubjects) error {
 	typ, h, err := s.resolve(g, n)
 	if err != nil {
 		return err
@@ -492,11 +499,12 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 	s.pids[n.ID] = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
-	s.setRoute(broker.NodeIn(s.cfg.SessionID, n.ID), n.ID, pid)
-	names := namesOf(g)
+	if sj == nil {
+		sj = &sessionSubjects{names: namesOf(g)}
+	}
+	s.setRoute(sj.nodeIn(s.cfg.SessionID, n.ID, i), n.ID, pid)
 	for _, e := range g.InEdges(n.ID) {
-		id := names.edgeID(e)
-		subj := broker.Edge(s.cfg.SessionID, id)
+		_, subj := sj.edgeSubject(s.cfg.SessionID, e)
 		s.setRoute(subj, n.ID, pid)
 	}
 	return nil
