@@ -37,9 +37,11 @@
 // async) or in place (a session that is not durable: nothing there
 // blocks); a session that is not durable hands its outputs for its own
 // nodes to their actors in process too (handLocal, system.go), and puts
-// on the bus only its first envelope, a resume's pending ones (what
-// follows them on an edge follows them over the bus: busOut, busIn) and
-// envelopes for subjects no node of the session reads. A durable session reads all its nodes' subjects through one
+// on the bus only envelopes for subjects no node of the session reads
+// and what a program sends it through Send (Execution.Publish, a steer:
+// what follows them on an edge follows them over the bus, busOut and
+// busIn); its input and a resume's pending envelopes are handed in
+// process as well (Deliver). A durable session reads all its nodes' subjects through one
 // JetStream consumer and hands each envelope to its node's mailbox (the
 // work stream holds outside input, and the pending envelopes a resume
 // publishes again: nothing a node of the session sends another); its work

@@ -51,8 +51,8 @@ func TestHandOverFollowsTheStream(t *testing.T) {
 
 // TestHandLocalFollowsTheBus: in a session that is not durable, an output
 // is handed to its node in process only once every envelope the session
-// published on the bus for its own nodes (a pipeline's first envelope, a
-// resume's pending ones) reached their nodes: until then it goes over the
+// published on the bus for its own nodes (Send: Execution.Publish, a
+// steer) reached their nodes: until then it goes over the
 // bus behind them (false), so an edge keeps its order.
 func TestHandLocalFollowsTheBus(t *testing.T) {
 	as := actor.NewActorSystem()

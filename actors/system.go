@@ -641,7 +641,7 @@ func (s *System) deliver(pid *actor.PID, edgeID string, m *nats.Msg) (own bool) 
 // published on core NATS as before, when no node of the session reads subj
 // (the stray watcher refuses it visibly), while an envelope the session
 // published for its own nodes is still on its way (busIn behind busOut: a
-// pipeline's first envelope, the pending ones of a resume; the edge keeps
+// Go program's Execution.Publish, a child pipeline's steer; the edge keeps
 // its order), when the envelope would be refused on arrival
 // (checkEnvelope) and when Config.BusHops asks for every hop on the bus.
 func (s *System) handLocal(subj, edge string, env *pb.Envelope) bool {
@@ -708,6 +708,21 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 		s.busOut.Add(^uint64(0)) // it will not come back
 	}
 	return err
+}
+
+// Deliver is Send for the runtime's own envelopes to a node of the
+// session (its input, a resume's pending envelopes): in a session that is
+// not durable it hands env to the node's actor in process when it can
+// (handLocal), as a firing's outputs are; otherwise it sends it.
+func (s *System) Deliver(ctx context.Context, subj string, env *pb.Envelope) error {
+	edge := ""
+	if !s.cfg.Consume {
+		edge = s.edgeOfSubject(subj)
+	}
+	if !s.cfg.Consume && s.handLocal(subj, edge, env) {
+		return nil
+	}
+	return s.Send(ctx, subj, env)
 }
 
 // Emit publishes an event on sy.<session>.evt.<kind> (protobuf), and its

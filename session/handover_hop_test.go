@@ -113,3 +113,43 @@ func TestInternalHopsStayOffTheBus(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineStaysOffTheBus: a pipeline that is not durable puts nothing
+// on its inboxes and edges — its input is handed to the start node in
+// process, and so is every hop after it — while every node runs; with
+// Config.BusHops the input and the hops are on the bus.
+func TestPipelineStaysOffTheBus(t *testing.T) {
+	for _, busHops := range []bool{false, true} {
+		t.Run("BusHops="+strconv.FormatBool(busHops), func(t *testing.T) {
+			r := newRun(t)
+			cfg := r.config(r.load(`digraph p { start [shape=Mdiamond]; exit [shape=Msquare]
+				a [shape=box, prompt="a"]; b [shape=box, prompt="b"]
+				start -> a -> b -> exit }`))
+			id := "busp" + strconv.FormatBool(busHops)
+			cfg.ID, cfg.BusHops = id, busHops
+			tap, err := r.broker.NewConn()
+			require.NoError(t, err)
+			defer tap.Close()
+			inboxes, err := tap.SubscribeSync(broker.NodeIn(id, "*"))
+			require.NoError(t, err)
+			edges, err := tap.SubscribeSync(broker.Edge(id, ">"))
+			require.NoError(t, err)
+			require.NoError(t, tap.Flush())
+
+			rep := r.runConfig(cfg)
+			require.Equal(t, "success", rep.Status, rep.Reason)
+			require.Len(t, rep.Nodes, 4, "every node ran")
+			require.NoError(t, tap.Flush())
+			in, _, err := inboxes.Pending()
+			require.NoError(t, err)
+			hops, _, err := edges.Pending()
+			require.NoError(t, err)
+			if busHops {
+				require.Equal(t, 1, in, "the input on the start node's inbox")
+				require.Equal(t, 3, hops, "every hop on its edge")
+			} else {
+				require.Zero(t, in+hops, "the pipeline put envelopes on the bus")
+			}
+		})
+	}
+}

@@ -294,7 +294,7 @@ func start(ctx context.Context, cfg Config, run bool) (*Session, error) {
 	if env == nil {
 		return s, nil
 	}
-	if err := s.sys.Send(ctx, broker.NodeIn(s.id, env.GetToNode()), env); err != nil {
+	if err := s.sys.Deliver(ctx, broker.NodeIn(s.id, env.GetToNode()), env); err != nil {
 		if ctx.Err() != nil {
 			// ctx ended while the input was on its way: the session exists
 			// (its checkpoint holds the input, Resume delivers it), so it
@@ -414,7 +414,7 @@ func Resume(ctx context.Context, cfg Config) (*Session, error) {
 		if env.GetEdgeId() != "" {
 			subj = broker.Edge(s.id, env.GetEdgeId())
 		}
-		if err := s.sys.Send(ctx, subj, env); err != nil {
+		if err := s.sys.Deliver(ctx, subj, env); err != nil {
 			s.Stop()
 			return nil, fmt.Errorf("session: resume: %w", err)
 		}
