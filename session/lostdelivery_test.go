@@ -149,18 +149,21 @@ func (l *lossRig) waitFired(within time.Duration, texts ...string) {
 	}
 }
 
-// delivered waits until the server counts n deliveries of the session's
-// consumer: it has sent the n-th envelope, whatever became of it.
-func (l *lossRig) delivered(n uint64) {
+// deliveries is the start of the reply subject (the acknowledgement
+// subject) of every delivery of the session's consumer.
+func (l *lossRig) deliveries() string {
+	return "$JS.ACK." + broker.StreamName(l.s.ID()) + "." + actors.ConsumerName + "."
+}
+
+// gone waits until the proxy says it lost (or dropped) a delivery of the
+// envelope with text.
+func (l *lossRig) gone(lost <-chan struct{}, text string) {
 	l.t.Helper()
-	require.Eventually(l.t, func() bool {
-		c, err := l.js.Consumer(l.ctx, broker.StreamName(l.s.ID()), actors.ConsumerName)
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(l.ctx)
-		return err == nil && info.Delivered.Consumer >= n
-	}, 20*time.Second, 5*time.Millisecond, "the server never delivered %d envelopes", n) // polling the server's state
+	select {
+	case <-lost:
+	case <-time.After(20 * time.Second):
+		l.t.Fatalf("the server never sent the delivery of %s", text)
+	}
 }
 
 // holding starts slow's firing with text, which holds its envelope
@@ -237,9 +240,13 @@ func lostWithConnection(t *testing.T, l *lossRig) {
 	l.publish("e0")
 	l.waitFired(20*time.Second, "e0")
 
-	l.px.Lose()
+	// Cut once the proxy has lost e1's delivery, not once the server
+	// counts it delivered: the server counts a delivery before it writes
+	// it out, and one written after the cut reaches the process's new
+	// connection whole (nothing was lost; nothing is made again).
+	lost := l.px.Lose(l.deliveries())
 	l.publish("e1")
-	l.delivered(3)
+	l.gone(lost, "e1")
 	cut := time.Now()
 	l.px.Cut()
 	l.waitFired(30*time.Second, "e1")
@@ -272,13 +279,9 @@ func lostOnLiveConnection(t *testing.T, l *lossRig) {
 	l.publish("e0")
 	l.waitFired(20*time.Second, "e0")
 
-	dropped := l.px.DropNext("$JS.ACK." + broker.StreamName(l.s.ID()) + ".")
+	dropped := l.px.DropNext(l.deliveries())
 	l.publish("e1")
-	select {
-	case <-dropped: // the delivery of e1
-	case <-time.After(20 * time.Second):
-		t.Fatal("the server never delivered e1")
-	}
+	l.gone(dropped, "e1")
 	l.publish("e2")
 	sent := time.Now()
 	l.waitFired(30*time.Second, "e1", "e2")

@@ -26,6 +26,8 @@ type Proxy struct {
 	conns   map[*proxied]struct{}
 	drop    []byte        // DropNext: the reply prefix of the next message to drop
 	dropped chan struct{} // closed when it is dropped
+	lost    []byte        // Lose: the reply prefix of a message whose loss is told
+	losing  chan struct{} // closed when one is lost
 	done    chan struct{}
 }
 
@@ -57,13 +59,19 @@ func (p *Proxy) URL() string { return "nats://" + p.l.Addr().String() }
 // Lose makes the connections open now lose everything the server sends
 // them from here on (their clients hear nothing, the server notices
 // nothing), until Cut closes them. Connections made later are not
-// affected.
-func (p *Proxy) Lose() {
+// affected. The channel it returns is closed when one of them has lost a
+// message (MSG or HMSG) whose reply subject starts with prefix: what the
+// server sent is gone for sure then, which the server's own count of what
+// it sent does not tell (it counts a message before it is written out,
+// and one written out after Cut reaches the client's new connection).
+func (p *Proxy) Lose(prefix string) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for c := range p.conns {
 		c.lose = true
 	}
+	p.lost, p.losing = []byte(prefix), make(chan struct{})
+	return p.losing
 }
 
 // Cut closes every connection open now, both ways: their clients
@@ -166,6 +174,10 @@ func (p *Proxy) fromServer(c *proxied) {
 		}
 		p.mu.Lock()
 		lose := c.lose
+		if lose && p.lost != nil && reply != nil && bytes.HasPrefix(reply, p.lost) {
+			p.lost = nil
+			close(p.losing)
+		}
 		if !lose && p.drop != nil && reply != nil && bytes.HasPrefix(reply, p.drop) {
 			lose, p.drop = true, nil
 			close(p.dropped)

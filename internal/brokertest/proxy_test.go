@@ -12,8 +12,8 @@ import (
 
 // TestProxyLoses: through a Proxy, DropNext drops one message by its reply
 // subject and passes the rest; Lose drops everything the server sends on
-// the connections of the moment, and after Cut the client reconnects and
-// hears again.
+// the connections of the moment, says when it lost a message by its reply
+// subject, and after Cut the client reconnects and hears again.
 func TestProxyLoses(t *testing.T) {
 	srv := brokertest.StartCluster(t, 1)
 	px := brokertest.StartProxy(t, srv.HostPort(0))
@@ -48,11 +48,23 @@ func TestProxyLoses(t *testing.T) {
 		t.Fatal("DropNext did not say it dropped")
 	}
 
-	px.Lose()
+	lost := px.Lose("gone.")
 	send("", "lost")
+	send("kept.1", "lost too")
 	require.NoError(t, pub.Flush())
 	_, err = s.NextMsg(200 * time.Millisecond)
 	require.ErrorIs(t, err, nats.ErrTimeout, "lost on the wire")
+	select {
+	case <-lost:
+		t.Fatal("Lose said it lost a message of gone. before one was sent")
+	default:
+	}
+	send("gone.1", "lost, and told")
+	select {
+	case <-lost:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lose did not say it lost the message of gone.")
+	}
 	px.Cut()
 	select {
 	case <-reconnected:
