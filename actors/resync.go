@@ -46,7 +46,9 @@ import (
 //
 // Either way the feed is stopped and the consumer re-created from the
 // server's acknowledgement floor (refeed): every message above it is
-// delivered again. A node recognises by stream sequence what it already
+// delivered again. One re-creation makes good every loss of the feed it
+// stops, also a gap that feed showed while the process was comparing the
+// server's counts. A node recognises by stream sequence what it already
 // has (nodeActor.track): a message it holds gets the new delivery's
 // acknowledgement handle (an acknowledgement goes to the new consumer), one
 // it consumed is acknowledged again and dropped. That is exact because of
@@ -227,6 +229,10 @@ func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
 		case s.watch.check.Swap(false):
 			if seen, delivered, lost := s.lostTail(ctx); lost {
 				s.resync(ctx, fmt.Sprintf("the server made %d deliveries, %d arrived", delivered, seen))
+			} else if s.watch.gap.Load() {
+				// A gap showed meanwhile (a delivery after the lost one):
+				// its re-creation, next round, is the one to make.
+				s.watch.poke()
 			} else if pending, held, lost := s.lostAcks(ctx); lost {
 				s.resync(ctx, fmt.Sprintf("the server holds %d deliveries unacknowledged, the nodes %d", pending, held))
 			}
@@ -346,6 +352,11 @@ func (s *System) refeed(ctx context.Context, start *uint64) error {
 	if old != nil {
 		old.stop()
 	}
+	// A gap the old feed showed is made good here: the new consumer
+	// delivers everything above the acknowledgement floor read after the
+	// old feed stopped (and a stopped feed shows no more gaps). Left
+	// standing, it would make the consumer again for nothing.
+	s.watch.gap.Store(false)
 	if *start == 0 {
 		err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
 			info, err := cons.Info(ctx)

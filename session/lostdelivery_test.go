@@ -259,6 +259,43 @@ func lostWithConnection(t *testing.T, l *lossRig) {
 	require.Len(t, l.refed, 1, "the consumer was made again once")
 }
 
+// TestDeliveryLostThenMore: as TestDeliveryLostWithConnection, and the
+// next envelope is published at once: its delivery, on the reconnected
+// connection, shows the gap while the process may still be comparing the
+// server's count with what arrived. Every envelope fires once, and the
+// consumer is made again once: the gap of a feed a re-creation replaced
+// is not taken for another loss.
+func TestDeliveryLostThenMore(t *testing.T) {
+	t.Run("one server", func(t *testing.T) { lostThenMore(t, newLossRig(t, "lostmore")) })
+	t.Run("three servers", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("a three-server cluster: not with -short")
+		}
+		lostThenMore(t, newLossRigOn(t, "lostmore3", 3))
+	})
+}
+
+func lostThenMore(t *testing.T, l *lossRig) {
+	l.holding("h")
+	l.publish("e0")
+	l.waitFired(20*time.Second, "e0")
+
+	lost := l.px.Lose(l.deliveries())
+	l.publish("e1")
+	l.gone(lost, "e1")
+	cut := time.Now()
+	l.px.Cut()
+	l.publish("e2")
+	l.waitFired(30*time.Second, "e1", "e2")
+	t.Logf("the lost envelope fired %v after the connection was cut", time.Since(cut).Round(time.Millisecond))
+
+	l.publish("e3")
+	l.waitFired(20*time.Second, "e3")
+	l.finish()
+	l.once("h", "e0", "e1", "e2", "e3")
+	require.Len(t, l.refed, 1, "the consumer was made again once")
+}
+
 // TestDeliveryLostOnLiveConnection: one delivery never reaches the
 // process while its connection stays up (as one lost between the
 // consumer's leader and the server the process uses); the next delivery
