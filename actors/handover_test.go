@@ -9,22 +9,28 @@ import (
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
-// TestHandOverFollowsTheStream: an output is handed to its node in process
-// only once the consumer has handed on every envelope the runtime stored
-// in the work stream (a resume's pending ones): until then it goes through
-// the stream behind them (false), so an edge keeps its order.
-func TestHandOverFollowsTheStream(t *testing.T) {
+// handRig is a System of session s whose node b, reading the edge a -> b,
+// is an actor that passes on every delivery it gets.
+func handRig(t *testing.T) (*System, <-chan *delivery) {
 	as := actor.NewActorSystem()
-	defer as.Shutdown()
+	t.Cleanup(as.Shutdown)
 	got := make(chan *delivery, 1)
 	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if d, ok := c.Message().(*delivery); ok {
 			got <- d
 		}
 	}))
-	defer as.Root.Stop(pid)
-	s := &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
-		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}
+	t.Cleanup(func() { as.Root.Stop(pid) })
+	return &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
+		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}, got
+}
+
+// TestHandOverFollowsTheStream: an output is handed to its node in process
+// only once the consumer has handed on every envelope the runtime stored
+// in the work stream (a resume's pending ones): until then it goes through
+// the stream behind them (false), so an edge keeps its order.
+func TestHandOverFollowsTheStream(t *testing.T) {
+	s, got := handRig(t)
 	env := &pb.Envelope{Id: "s.a.1.a.b", Kind: KindHandoff}
 
 	raise(&s.stored, 7) // a resume stored a pending envelope at 7
@@ -55,17 +61,7 @@ func TestHandOverFollowsTheStream(t *testing.T) {
 // steer) reached their nodes: until then it goes over the
 // bus behind them (false), so an edge keeps its order.
 func TestHandLocalFollowsTheBus(t *testing.T) {
-	as := actor.NewActorSystem()
-	defer as.Shutdown()
-	got := make(chan *delivery, 1)
-	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if d, ok := c.Message().(*delivery); ok {
-			got <- d
-		}
-	}))
-	defer as.Root.Stop(pid)
-	s := &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
-		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}
+	s, got := handRig(t)
 	env := &pb.Envelope{Id: "s.a.1.a.b", Kind: KindHandoff}
 
 	s.busOut.Add(2) // two envelopes published for the session's nodes

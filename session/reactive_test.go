@@ -256,19 +256,17 @@ func waitPending(t *testing.T, clk *clock.Fake) {
 	}
 }
 
-// TestJournalCompactedAtStop: an upkeep skipped because the one before it
-// still ran is not lost when nothing comes after it: stopping the session
-// compacts its journal (the store stays bounded however the upkeeps fell).
-func TestJournalCompactedAtStop(t *testing.T) {
-	defer session.SetJournalKeep(50, 64)()
-	b := brokertest.Start(t)
+// echoFlood starts a durable session id of one echo node and fires it n
+// times, each on an envelope of its own; hold runs before the first one.
+func echoFlood(t *testing.T, b *broker.Broker, id string, n int, hold func(*session.Session)) *session.Session {
+	t.Helper()
 	g, diags := graph.Load("j.dot", []byte(`digraph j { kind=session; a [type="test.echo"] }`))
 	require.False(t, diags.HasErrors(), "%v", diags)
-	done := make(chan struct{}, 1024)
+	done := make(chan struct{}, n)
 	echo := nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
 		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: nodes.InputText(in.Messages)}, nil
 	})
-	s, err := session.Start(context.Background(), session.Config{ID: "jstop", Graph: g, Broker: b, Durable: true,
+	s, err := session.Start(context.Background(), session.Config{ID: id, Graph: g, Broker: b, Durable: true,
 		Handlers: map[string]nodes.Handler{"test.echo": echo},
 		Observer: func(ev *pb.Event) {
 			if ev.Kind == "node.completed" {
@@ -276,12 +274,13 @@ func TestJournalCompactedAtStop(t *testing.T) {
 			}
 		}})
 	require.NoError(t, err)
-	defer s.Stop()
-	release := session.HoldUpkeep(s) // every upkeep due is skipped
-	const n = 300
+	t.Cleanup(s.Stop)
+	if hold != nil {
+		hold(s)
+	}
 	for i := 0; i < n; i++ {
-		env := &pb.Envelope{Id: fmt.Sprintf("js-%d", i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
-		require.NoError(t, s.System().Send(context.Background(), broker.NodeIn("jstop", "a"), env))
+		env := &pb.Envelope{Id: fmt.Sprintf("%s-%d", id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
+		require.NoError(t, s.System().Send(context.Background(), broker.NodeIn(id, "a"), env))
 	}
 	for i := 0; i < n; i++ {
 		select {
@@ -290,6 +289,19 @@ func TestJournalCompactedAtStop(t *testing.T) {
 			t.Fatalf("%d of %d firings", i, n)
 		}
 	}
+	return s
+}
+
+// TestJournalCompactedAtStop: an upkeep skipped because the one before it
+// still ran is not lost when nothing comes after it: stopping the session
+// compacts its journal (the store stays bounded however the upkeeps fell).
+func TestJournalCompactedAtStop(t *testing.T) {
+	defer session.SetJournalKeep(50, 64)()
+	b := brokertest.Start(t)
+	var release func()
+	s := echoFlood(t, b, "jstop", 300, func(s *session.Session) {
+		release = session.HoldUpkeep(s) // every upkeep due is skipped
+	})
 	release()
 	s.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -307,33 +319,8 @@ func TestJournalCompactedAtStop(t *testing.T) {
 func TestJournalCompaction(t *testing.T) {
 	defer session.SetJournalKeep(50, 64)()
 	b := brokertest.Start(t)
-	g, diags := graph.Load("j.dot", []byte(`digraph j { kind=session; a [type="test.echo"] }`))
-	require.False(t, diags.HasErrors(), "%v", diags)
-	done := make(chan struct{}, 1024)
-	echo := nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-		return &nodes.Outcome{Status: nodes.StatusSuccess, Response: nodes.InputText(in.Messages)}, nil
-	})
-	s, err := session.Start(context.Background(), session.Config{ID: "jc", Graph: g, Broker: b, Durable: true,
-		Handlers: map[string]nodes.Handler{"test.echo": echo},
-		Observer: func(ev *pb.Event) {
-			if ev.Kind == "node.completed" {
-				done <- struct{}{}
-			}
-		}})
-	require.NoError(t, err)
-	defer s.Stop()
 	const n = 300
-	for i := 0; i < n; i++ {
-		env := &pb.Envelope{Id: fmt.Sprintf("jc-%d", i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
-		require.NoError(t, s.System().Send(context.Background(), broker.NodeIn("jc", "a"), env))
-	}
-	for i := 0; i < n; i++ {
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%d of %d firings", i, n)
-		}
-	}
+	s := echoFlood(t, b, "jc", n, nil)
 	// Compaction runs beside the writes: a stopped session has finished it.
 	s.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
