@@ -14,6 +14,39 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
+// hopSession starts session id of the graph a -> b (a queue edge, two
+// diamonds) as edit makes it, and returns its run and a wait for n
+// firings of b.
+func hopSession(t *testing.T, ctx context.Context, id string, edit func(*session.Config)) (*run, func(n int)) {
+	t.Helper()
+	r := newRun(t)
+	cfg := r.config(r.load(`digraph q { kind="session"; stall_after=0
+		a [shape=diamond]; b [shape=diamond]
+		a -> b [delivery=queue]
+	}`))
+	cfg.ID, cfg.LogsDir = id, ""
+	edit(&cfg)
+	fired := make(chan struct{}, 1024)
+	cfg.Observer = func(ev *pb.Event) {
+		if ev.Kind == "node.completed" && ev.Node == "b" {
+			fired <- struct{}{}
+		}
+	}
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	return r, func(n int) {
+		t.Helper()
+		for i := range n {
+			select {
+			case <-fired:
+			case <-ctx.Done():
+				t.Fatalf("b fired %d times of %d", i, n)
+			}
+		}
+	}
+}
+
 // TestInternalHopsStayOutOfTheWorkStream: in a durable session an envelope
 // a firing produces for a node of the session is handed to that node in
 // process once the firing's record is stored, not stored in the work
@@ -24,33 +57,13 @@ func TestInternalHopsStayOutOfTheWorkStream(t *testing.T) {
 	const n = 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := newRun(t)
-	cfg := r.config(r.load(`digraph q { kind="session"; stall_after=0
-		a [shape=diamond]; b [shape=diamond]
-		a -> b [delivery=queue]
-	}`))
-	cfg.ID, cfg.Durable, cfg.LogsDir = "hop", true, ""
-	fired := make(chan string, 2*n+1)
-	cfg.Observer = func(ev *pb.Event) {
-		if ev.Kind == "node.completed" && ev.Node == "b" {
-			fired <- ev.Node
-		}
-	}
-	s, err := session.Start(ctx, cfg)
-	require.NoError(t, err)
-	defer s.Stop()
+	r, fired := hopSession(t, ctx, "hop", func(c *session.Config) { c.Durable = true })
 	js := r.broker.JetStream()
 	for i := range n {
 		_, err := js.Publish(ctx, "sy.hop.node.a.in", []byte(`{"kind":"handoff"}`), jetstream.WithMsgID("ev"+strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
-	for i := range n {
-		select {
-		case <-fired:
-		case <-ctx.Done():
-			t.Fatalf("b fired %d times of %d", i, n)
-		}
-	}
+	fired(n)
 	st, err := js.Stream(ctx, broker.StreamName("hop"))
 	require.NoError(t, err)
 	info, err := st.Info(ctx)
@@ -69,21 +82,7 @@ func TestInternalHopsStayOffTheBus(t *testing.T) {
 			const n = 20
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			r := newRun(t)
-			cfg := r.config(r.load(`digraph q { kind="session"; stall_after=0
-				a [shape=diamond]; b [shape=diamond]
-				a -> b [delivery=queue]
-			}`))
-			cfg.ID, cfg.LogsDir, cfg.BusHops = "hopbus", "", busHops
-			fired := make(chan string, 2*n+1)
-			cfg.Observer = func(ev *pb.Event) {
-				if ev.Kind == "node.completed" && ev.Node == "b" {
-					fired <- ev.Node
-				}
-			}
-			s, err := session.Start(ctx, cfg)
-			require.NoError(t, err)
-			defer s.Stop()
+			r, fired := hopSession(t, ctx, "hopbus", func(c *session.Config) { c.BusHops = busHops })
 			tap, err := r.broker.NewConn()
 			require.NoError(t, err)
 			defer tap.Close()
@@ -93,13 +92,7 @@ func TestInternalHopsStayOffTheBus(t *testing.T) {
 			for i := range n {
 				require.NoError(t, tap.Publish(broker.NodeIn("hopbus", "a"), []byte(`{"kind":"handoff","id":"ev`+strconv.Itoa(i)+`"}`)))
 			}
-			for i := range n {
-				select {
-				case <-fired:
-				case <-ctx.Done():
-					t.Fatalf("b fired %d times of %d", i, n)
-				}
-			}
+			fired(n)
 			// Whatever the server routed to the tap before b fired has
 			// reached it once the flush returns.
 			require.NoError(t, tap.Flush())
