@@ -17,7 +17,7 @@ import (
 // TestSessionsOfAGraphShareItsNames: the edges' ids are made once per
 // graph, and each session's subjects from them are those edges.EdgeID and
 // broker.Edge make — the routes to the nodes and the names a firing sends
-// on (edgeNames, filled at spawn).
+// on (edgeNames, made at an edge's first use from the graph's ids).
 func TestSessionsOfAGraphShareItsNames(t *testing.T) {
 	b := brokertest.Start(t, brokertest.Memory())
 	g, err := graph.Parse("t.dot", []byte(`digraph t {
