@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -255,4 +256,10 @@ func (b *Broker) Interest(subject string) bool {
 		return true
 	}
 	return acc.SubscriptionInterest(subject)
+}
+
+// DuplicateWindow is the duplicate window of the sessions' work streams
+// on this broker: Config.DuplicateWindow, or DefaultDuplicateWindow.
+func (b *Broker) DuplicateWindow() time.Duration {
+	return cmp.Or(b.cfg.DuplicateWindow, DefaultDuplicateWindow)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // Config says which NATS to use. The zero URL means "start an embedded
@@ -62,6 +63,15 @@ type Config struct {
 	// bytes (0: the server's default, a share of the disk). A session that
 	// reaches it stops with a clear error and a consistent checkpoint.
 	MaxStore int64
+	// DuplicateWindow is how long the sessions' work streams remember an
+	// envelope's Nats-Msg-Id to drop a second publication of it (0:
+	// DefaultDuplicateWindow; at least MinDuplicateWindow). It is also how
+	// long what a session consumed stays in its work stream: the server
+	// remembers the ids of what its stream holds across a restart, and
+	// only those, so a trim keeps the window's messages (session's
+	// journal trim). A client that retries a publish after an outage must
+	// do so within it.
+	DuplicateWindow time.Duration
 	// Logger receives the embedded server's log; nil discards it.
 	Logger *slog.Logger
 }
@@ -85,6 +95,9 @@ func DefaultConfig() Config {
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
+	if c.DuplicateWindow != 0 && c.DuplicateWindow < MinDuplicateWindow {
+		return fmt.Errorf("broker: duplicate window %s: at least %s (the server's minimum), or 0 for %s", c.DuplicateWindow, MinDuplicateWindow, DefaultDuplicateWindow)
+	}
 	if c.URL != "" {
 		if c.Listen != "" {
 			return errors.New("broker: Listen applies to the embedded server, not to an external URL")

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,8 @@ func TestConfigValidate(t *testing.T) {
 		{"external with a listener", func(c *broker.Config) { c.URL, c.Listen, c.Token = "nats://x:4222", "127.0.0.1:0", "t" }, "Listen"},
 		{"no store", func(c *broker.Config) { c.DataDir = "" }, "DataDir"},
 		{"memory without store", func(c *broker.Config) { c.DataDir, c.Memory = "", true }, ""},
+		{"a duplicate window below the server's minimum", func(c *broker.Config) { c.DuplicateWindow = 50 * time.Millisecond }, "at least 100ms"},
+		{"a duplicate window", func(c *broker.Config) { c.DuplicateWindow = broker.MinDuplicateWindow }, ""},
 		{"listen without credentials", func(c *broker.Config) { c.Listen = "127.0.0.1:0" }, "credentials"},
 		{"listen with an admin token only", func(c *broker.Config) { c.Listen, c.AdminToken = "127.0.0.1:0", "a" }, "credentials"},
 		{"listen with a user but no password", func(c *broker.Config) { c.Listen, c.User = "127.0.0.1:0", "u" }, "credentials"},

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,7 @@ type options struct {
 	inbound  []string
 	fresh    bool
 	made     *bool
+	dupes    time.Duration
 }
 
 // Replicas asks for n copies of each resource (streams, KV buckets, the
@@ -53,6 +55,10 @@ func Replicas(n int) Option { return func(o *options) { o.replicas = n } }
 func Inbound(subjects []string) Option {
 	return func(o *options) { o.inbound = subjects }
 }
+
+// Duplicates sets the work stream's duplicate window (0:
+// DefaultDuplicateWindow): Broker.DuplicateWindow gives the store's.
+func Duplicates(d time.Duration) Option { return func(o *options) { o.dupes = d } }
 
 // Fresh says the resources are expected not to exist yet (a session being
 // created): each is created in one request, without first reading what
@@ -101,9 +107,13 @@ func (o options) ensureStream(ctx context.Context, js jetstream.JetStream, cfg j
 	return placed(ctx, func() (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 }
 
-// DuplicateWindow is how long the work stream remembers a Nats-Msg-Id
-// (the envelope id) to drop a second publication of it.
-const DuplicateWindow = 2 * time.Minute
+// DefaultDuplicateWindow is how long a work stream remembers a Nats-Msg-Id
+// (the envelope id) to drop a second publication of it, unless
+// Config.DuplicateWindow says otherwise (the Duplicates option).
+const DefaultDuplicateWindow = 2 * time.Minute
+
+// MinDuplicateWindow is the shortest window the server accepts.
+const MinDuplicateWindow = 100 * time.Millisecond
 
 // Default retention of the event stream.
 const (
@@ -211,7 +221,8 @@ func ReservedSession(session string) error {
 
 // EnsureSessionStream creates, or updates to this configuration, the
 // session's work stream SY_<session>: its edges and node inboxes, with a
-// DuplicateWindow for Nats-Msg-Id de-duplication. With the Inbound option
+// duplicate window (the Duplicates option, DefaultDuplicateWindow without
+// it) for Nats-Msg-Id de-duplication. With the Inbound option
 // the stream stores the subjects WorkSubjects gives for them (SetInbound
 // changes them on a live edit); without it, every edge and inbox of the
 // session. Its dead-letter stream (EnsureDeadLetters) is not made here: a
@@ -249,7 +260,7 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 		Description: "switchyard session " + session + ": edges, inboxes",
 		Subjects:    subjects,
 		Storage:     st.js(),
-		Duplicates:  DuplicateWindow,
+		Duplicates:  cmp.Or(o.dupes, DefaultDuplicateWindow),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: stream %s: %w", StreamName(session), err)

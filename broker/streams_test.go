@@ -26,7 +26,7 @@ func TestSessionStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "SY_s-1", info.Config.Name)
 	require.Equal(t, jetstream.FileStorage, info.Config.Storage)
-	require.Equal(t, broker.DuplicateWindow, info.Config.Duplicates)
+	require.Equal(t, broker.DefaultDuplicateWindow, info.Config.Duplicates)
 
 	t.Run("publish is acknowledged and de-duplicated by id", func(t *testing.T) {
 		ack, err := js.Publish(ctx(t), broker.Edge("s-1", "a.b"), []byte("x"), jetstream.WithMsgID("id-1"))

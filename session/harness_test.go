@@ -35,9 +35,14 @@ type run struct {
 	events []*pb.Event
 }
 
-func newRun(t *testing.T) *run {
-	return &run{t: t, broker: brokertest.Start(t), logs: t.TempDir()}
+func newRun(t *testing.T, opts ...brokertest.Option) *run {
+	return &run{t: t, broker: brokertest.Start(t, opts...), logs: t.TempDir()}
 }
+
+// shortWindow gives the sessions' work streams the shortest duplicate
+// window, for the tests that see them trimmed of what was consumed: a
+// trim keeps the window's messages (2 minutes by default).
+var shortWindow = brokertest.Configure(func(c *broker.Config) { c.DuplicateWindow = broker.MinDuplicateWindow })
 
 func (r *run) load(src string) *graph.Graph {
 	r.t.Helper()

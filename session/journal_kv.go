@@ -175,6 +175,14 @@ type writtenEntry struct{ first, stream uint64 }
 // thirds of its CPU). What a node has not consumed stays, so the stream
 // holds the work in flight, not the session's past. A failure is made
 // good by the next trim.
+//
+// Neither step purges a message stored within the stream's duplicate
+// window (windowFloor): the server remembers the Nats-Msg-Id of a message
+// it purged only until it restarts — it rebuilds its duplicate window from
+// the messages the stream holds — so a client that retries, after the
+// server's restart, a publish whose acknowledgement the outage lost would
+// have its envelope stored and fired a second time. The stream keeps the
+// window's messages, and a trim after the window passed purges them.
 func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 	if len(floors) == 0 {
 		return
@@ -190,6 +198,13 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 	if c, err := stream.Consumer(ctx, actors.ConsumerName); err == nil {
 		acked = c.CachedInfo().AckFloor.Stream
 	}
+	// The stream's state was read first: what came after it is in the
+	// window.
+	below, err := windowFloor(ctx, j.js, stream)
+	if err != nil {
+		return
+	}
+	acked = min(acked, below)
 	if acked > j.trimmedAll {
 		if err := stream.Purge(ctx, jetstream.WithPurgeSequence(acked+1)); err == nil {
 			j.trimmedAll = acked
@@ -198,6 +213,7 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 	}
 	var inbound map[string][]string
 	for node, floor := range floors {
+		floor = min(floor, below)
 		if floor <= j.trimmedAll || floor <= j.trimmed[node] {
 			continue
 		}
@@ -222,6 +238,31 @@ func (j *journal) trim(ctx context.Context, floors map[string]uint64) {
 			j.trimmed[node] = floor
 		}
 	}
+}
+
+// windowFloor is the highest sequence of the stream that a purge may
+// reach: every message at or below it was stored before the stream's
+// duplicate window, counted back from its last message's time (both the
+// server's clock). It is 0 when the window holds every message, and the
+// stream's last sequence when it holds none.
+func windowFloor(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream) (uint64, error) {
+	info := stream.CachedInfo()
+	st := info.State
+	if st.Msgs == 0 || info.Config.Duplicates <= 0 {
+		return st.LastSeq, nil
+	}
+	from := st.LastTime.Add(-info.Config.Duplicates)
+	if !st.FirstTime.Before(from) {
+		return 0, nil // the window holds all of it
+	}
+	seq, err := firstSince(ctx, js, info.Config.Name, from)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return st.LastSeq, nil
+	case err != nil:
+		return 0, err
+	}
+	return seq - 1, nil
 }
 
 // inboundByNode groups the inbound subjects of the session's graph

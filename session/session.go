@@ -608,7 +608,8 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 			s.created = true
 		}
-		opts := []broker.Option{broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))}
+		opts := []broker.Option{broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph)),
+			broker.Duplicates(cfg.Broker.DuplicateWindow())}
 		if s.created {
 			opts = append(opts, broker.Fresh())
 		}

@@ -34,7 +34,7 @@ func TestStoreBounded(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r := newRun(t)
+	r := newRun(t, shortWindow)
 	cfg := r.durable(clusterGraph, "bounded")
 	fired := make(chan struct{}, total)
 	cfg.Observer = func(ev *pb.Event) {
@@ -90,11 +90,21 @@ func TestStoreBounded(t *testing.T) {
 	w1, wb1, k1, kb1 := sizes()
 	t.Logf("after 1,000 firings: work stream %d messages %d bytes; journal bucket %d messages %d bytes", w1, wb1, k1, kb1)
 	run(1000, total)
+	// A trim keeps what came within the duplicate window (100 ms here)
+	// before the newest envelope: one more at a time until one comes
+	// after the window of the flood's last.
+	st, err := js.Stream(ctx, broker.StreamName("bounded"))
+	require.NoError(t, err)
+	for i := total; !purged(ctx, t, st, uint64(total)); i++ {
+		run(i, i+1)
+		require.NoError(t, session.TrimWork(s))
+	}
 	s.Stop() // the last records and snapshot written, nothing in flight
 	w2, wb2, k2, kb2 := sizes()
 	t.Logf("after %d firings: work stream %d messages %d bytes; journal bucket %d messages %d bytes (JournalKeep %d)",
 		total, w2, wb2, k2, kb2, session.JournalKeep)
-	// The work stream holds what was published since its last trim; the
+	// The work stream holds what was published since its last trim and
+	// within the window before the newest envelope; the
 	// bucket the kept records, a compaction interval, and a few keys.
 	require.LessOrEqual(t, w2, uint64(1100), "work stream trimmed below the floor")
 	require.LessOrEqual(t, k2, uint64(session.JournalKeep+1024+64+64), "journal compacted")

@@ -66,6 +66,7 @@ type serveFlags struct {
 	settle                           time.Duration
 	replicas                         int
 	retain                           time.Duration
+	dupes                            time.Duration
 	web                              webFlags
 }
 
@@ -109,6 +110,9 @@ its lease.`,
 			if f.place && (!f.durable || len(args) == 0) {
 				return usageErr(fmt.Errorf("--place records durable sessions of DOT files: it needs files and --durable"))
 			}
+			if f.dupes != 0 && f.dupes < broker.MinDuplicateWindow {
+				return usageErr(fmt.Errorf("--duplicate-window %s: at least %s", f.dupes, broker.MinDuplicateWindow))
+			}
 			return checkRetain(f.retain)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -128,6 +132,7 @@ its lease.`,
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key of the listener")
 	fl.StringVar(&f.nats, "nats", "", "run on this NATS server or cluster instead of an embedded one")
 	fl.StringVar(&f.data, "data", "", "JetStream directory of the embedded server")
+	fl.DurationVar(&f.dupes, "duplicate-window", broker.DefaultDuplicateWindow, "how long a session's work stream drops a second publish of an envelope id (Nats-Msg-Id); what was consumed is kept that long")
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: each session's run directory)")
 	fl.StringVar(&f.provider, "provider", "mock", "default agent provider")
@@ -204,6 +209,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 		bcfg.PoolTokens, _ = parsePoolTokens(f.poolTokens) // checked with the flags
 	}
 	bcfg.TLSCert, bcfg.TLSKey = f.tlsCert, f.tlsKey
+	bcfg.DuplicateWindow = f.dupes
 	if f.data != "" {
 		bcfg.DataDir = f.data
 	}

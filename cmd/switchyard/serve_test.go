@@ -265,3 +265,13 @@ func TestServe(t *testing.T) {
 	require.Contains(t, watchOut.String(), "envelope.rejected")
 	require.Contains(t, watchOut.String(), "session.stopped")
 }
+
+// TestServeDuplicateWindowFlag: a window the server would not take is a
+// usage error, before anything starts.
+func TestServeDuplicateWindowFlag(t *testing.T) {
+	for _, v := range []string{"50ms", "-1s"} {
+		code, _, errOut := cli(t, "serve", "testdata/queue.dot", "--duplicate-window", v)
+		require.Equal(t, 2, code, "%s: %s", v, errOut)
+		require.Contains(t, errOut, "--duplicate-window "+v+": at least 100ms")
+	}
+}
