@@ -46,8 +46,20 @@ const intakeQueue = "sy-intake"
 // kinds of subject while the mode flips (broker.SetInbound), so no publish
 // made on either side of the change goes unstored.
 func (s *System) narrowStream(subjects map[string]bool) error {
+	return s.narrowStreamFrom(nil, subjects)
+}
+
+// narrowStreamFrom is narrowStream of a stream whose subjects are current
+// (nil: not known): when they are already the ones to set, nothing is sent.
+func (s *System) narrowStreamFrom(current []string, subjects map[string]bool) error {
 	if s.cfg.JetStream == nil {
 		return nil
+	}
+	if current != nil {
+		if ingress, set := broker.InboundSet(s.cfg.SessionID, sortedSubjects(subjects), current); set {
+			s.ingress.Store(ingress)
+			return nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()

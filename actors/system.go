@@ -66,6 +66,11 @@ type Config struct {
 	// was just made): the session's consumer is created without first
 	// deleting one (a round trip).
 	NoConsumer bool
+	// StreamSubjects, when not nil, are the subjects the session's work
+	// stream has (the session just made it, or found it, under its lease):
+	// when they are what the graph needs, New sets nothing on the stream
+	// (narrowStream would look them up, twice).
+	StreamSubjects []string
 	// ConsumerMemory keeps the state of the session's consumer in the
 	// server's memory instead of its store: for an embedded server, which
 	// dies with the process — and every start re-creates the consumer from
@@ -343,7 +348,7 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if cfg.Consume {
-		if err = s.narrowStream(s.topo.Load().subjects); err == nil {
+		if err = s.narrowStreamFrom(cfg.StreamSubjects, s.topo.Load().subjects); err == nil {
 			err = s.createConsumer()
 		}
 	} else {

@@ -283,20 +283,33 @@ func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inb
 		return false, err
 	}
 	subjects, ingress := WorkSubjects(session, inbound)
+	// The stream's configuration is looked up once; an update answers
+	// with the configuration it made, which the next step starts from.
+	var cfg *jetstream.StreamConfig
 	set := func(subjects func(old []string) []string) error {
 		return Retry(ctx, 10*time.Second, func(ctx context.Context) error {
-			s, err := js.Stream(ctx, StreamName(session))
-			if err != nil {
-				return err
+			if cfg == nil {
+				s, err := js.Stream(ctx, StreamName(session))
+				if err != nil {
+					return err
+				}
+				c := s.CachedInfo().Config
+				cfg = &c
 			}
-			cfg := s.CachedInfo().Config
 			want := subjects(cfg.Subjects)
 			if slices.Equal(cfg.Subjects, want) {
 				return nil
 			}
-			cfg.Subjects = want
-			_, err = js.UpdateStream(ctx, cfg)
-			return err
+			next := *cfg
+			next.Subjects = want
+			s, err := js.UpdateStream(ctx, next)
+			if err != nil {
+				cfg = nil // looked up again by a retry
+				return err
+			}
+			c := s.CachedInfo().Config
+			cfg = &c
+			return nil
 		})
 	}
 	err = set(func(old []string) []string {
@@ -317,6 +330,14 @@ func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inb
 		return false, fmt.Errorf("broker: stream %s: subjects: %w", StreamName(session), err)
 	}
 	return ingress, nil
+}
+
+// InboundSet reports whether a work stream whose subjects are current
+// already stores what SetInbound(session, inbound) would set, and the
+// mode that is (SetInbound would send nothing).
+func InboundSet(session string, inbound, current []string) (ingress, set bool) {
+	subjects, ingress := WorkSubjects(session, inbound)
+	return ingress, slices.Equal(subjects, current)
 }
 
 // EnsureDeadLetters creates, or updates to this configuration, the

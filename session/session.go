@@ -618,8 +618,11 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
-		if info := work.CachedInfo(); info != nil && info.State.Consumers == 0 {
-			acfg.NoConsumer = true // just made, or left without one
+		if info := work.CachedInfo(); info != nil {
+			if info.State.Consumers == 0 {
+				acfg.NoConsumer = true // just made, or left without one
+			}
+			acfg.StreamSubjects = info.Config.Subjects
 		}
 		// The embedded server dies with the process: the consumer's state
 		// is not worth files (actors.Config.ConsumerMemory).
