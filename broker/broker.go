@@ -38,6 +38,14 @@ type Broker struct {
 	js     jetstream.JetStream
 	closed chan struct{} // closed when nc has closed (the end of Drain)
 
+	// leases is the lease bucket as Leases last found it, with how many
+	// replicas it was asked for (Broker.Leases).
+	leases struct {
+		mu       sync.Mutex
+		kv       jetstream.KeyValue
+		replicas int
+	}
+
 	once sync.Once
 	err  error
 }
@@ -138,6 +146,33 @@ func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 // Conn is the broker's connection (admin on an embedded server). Do not
 // close it; Close does.
 func (b *Broker) Conn() *nats.Conn { return b.nc }
+
+// Leases is the package's Leases for this broker's store, remembered once
+// found: a session's start looked the bucket up every time (a round trip
+// to make no change). A bucket asked for with more replicas than it was
+// last is looked up again. cached says the handle was remembered: a caller
+// whose request through it fails calls ForgetLeases and asks again (the
+// bucket was removed, by an operator or a test).
+func (b *Broker) Leases(ctx context.Context, replicas int) (kv jetstream.KeyValue, cached bool, err error) {
+	b.leases.mu.Lock()
+	defer b.leases.mu.Unlock()
+	if b.leases.kv != nil && replicas <= b.leases.replicas {
+		return b.leases.kv, true, nil
+	}
+	kv, err = Leases(ctx, b.js, b.Storage(), Replicas(replicas))
+	if err != nil {
+		return nil, false, err
+	}
+	b.leases.kv, b.leases.replicas = kv, max(replicas, b.leases.replicas, 1)
+	return kv, false, nil
+}
+
+// ForgetLeases makes the next Leases look the lease bucket up again.
+func (b *Broker) ForgetLeases() {
+	b.leases.mu.Lock()
+	b.leases.kv, b.leases.replicas = nil, 0
+	b.leases.mu.Unlock()
+}
 
 // JetStream is the JetStream context of the broker's connection.
 func (b *Broker) JetStream() jetstream.JetStream { return b.js }

@@ -212,7 +212,7 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 		return nil, fmt.Errorf("session: a lease TTL of %v is too long: at most %v (the lease bucket forgets what is not written for %v)",
 			ttl, broker.LeaseMaxAge/3, broker.LeaseMaxAge)
 	}
-	kv, err := broker.Leases(ctx, b.JetStream(), b.Storage(), broker.Replicas(replicas))
+	kv, cached, err := b.Leases(ctx, replicas)
 	if err != nil {
 		return nil, fmt.Errorf("session: lease: %w", err)
 	}
@@ -228,6 +228,16 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 			return l, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if cached {
+				// The bucket the broker remembers may be gone: found
+				// again (made again), once.
+				b.ForgetLeases()
+				if kv, cached, err = b.Leases(ctx, replicas); err != nil {
+					return nil, fmt.Errorf("session: lease: %w", err)
+				}
+				l.kv = kv
+				continue
+			}
 			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
 		}
 		e, err := kv.Get(ctx, id)

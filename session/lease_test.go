@@ -275,3 +275,24 @@ func TestLeaseTTLBelowBucketAge(t *testing.T) {
 	require.NoError(t, err)
 	s.Stop()
 }
+
+// TestLeaseBucketFoundAgain: the broker remembers the lease bucket once
+// found (a start does not look it up each time); when it was removed since
+// (an operator, a test), the next start makes it again and runs, and its
+// lease is in the new bucket.
+func TestLeaseBucketFoundAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t)
+	s, err := session.Start(ctx, r.durable(leaseGraph, "first"))
+	require.NoError(t, err)
+	s.Stop()
+	require.NoError(t, r.broker.JetStream().DeleteKeyValue(ctx, broker.LeaseBucket))
+	s, err = session.Start(ctx, r.durable(leaseGraph, "second"))
+	require.NoError(t, err, "the lease bucket is made again")
+	defer s.Stop()
+	o, err := session.ReadOwner(ctx, r.broker, "second", time.Now())
+	require.NoError(t, err)
+	require.NotNil(t, o, "the lease is held in the new bucket")
+	require.Equal(t, os.Getpid(), o.PID)
+}
