@@ -84,6 +84,12 @@ func (s *System) dropRoutesTo(node string) {
 // every edge subject and node inbox, and their Stored subjects
 // (broker.WorkFilter).
 func (s *System) createConsumer() error {
+	if s.cfg.Consumer != nil {
+		s.mu.Lock()
+		s.consumer = s.cfg.Consumer
+		s.mu.Unlock()
+		return nil
+	}
 	return s.makeConsumer(s.ctx, s.restartStart(), !s.cfg.NoConsumer)
 }
 
@@ -106,6 +112,47 @@ func (s *System) restartStart() uint64 {
 	return low + 1
 }
 
+// consumerConfig is the session's consumer, delivering from stream
+// sequence start (0: from the first), its state in the server's memory
+// with memory (Config.ConsumerMemory).
+func consumerConfig(session string, start uint64, memory bool) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{
+		Durable:        consumerName,
+		Description:    "switchyard session " + session,
+		FilterSubjects: broker.WorkFilter(session),
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        consumerAckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  maxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MemoryStorage:  memory,
+	}
+	if start > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	return cfg
+}
+
+// NewConsumer creates a new session's consumer on its work stream, just
+// made and without one, before the session's System exists (so that the
+// round trip overlaps the rest of the session's making): what New would
+// make for it, given to New as Config.Consumer. memory is
+// Config.ConsumerMemory. Nothing is delivered before StartConsuming.
+func NewConsumer(ctx context.Context, js jetstream.JetStream, session string, memory bool) (jetstream.Consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var cons jetstream.Consumer
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		var err error
+		cons, err = js.CreateConsumer(ctx, broker.StreamName(session), consumerConfig(session, 0, memory))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("actors: consumer %s: %w", consumerName, err)
+	}
+	return cons, nil
+}
+
 // makeConsumer deletes the session's consumer if it exists (unless
 // exists is false: the stream has none) and creates it again, delivering
 // from stream sequence start (0: from the first). Its state is kept in
@@ -114,20 +161,7 @@ func (s *System) makeConsumer(ctx context.Context, start uint64, exists bool) er
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	js, stream := s.cfg.JetStream, broker.StreamName(s.cfg.SessionID)
-	cfg := jetstream.ConsumerConfig{
-		Durable:        consumerName,
-		Description:    "switchyard session " + s.cfg.SessionID,
-		FilterSubjects: broker.WorkFilter(s.cfg.SessionID),
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        consumerAckWait,
-		MaxDeliver:     -1,
-		MaxAckPending:  maxAckPending,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		MemoryStorage:  s.cfg.ConsumerMemory,
-	}
-	if start > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
-	}
+	cfg := consumerConfig(s.cfg.SessionID, start, s.cfg.ConsumerMemory)
 	// Riding through a cluster that is still electing leaders (a server
 	// just restarted): JetStream is briefly unavailable.
 	if exists {

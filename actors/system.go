@@ -66,6 +66,9 @@ type Config struct {
 	// was just made): the session's consumer is created without first
 	// deleting one (a round trip).
 	NoConsumer bool
+	// Consumer, when not nil, is the session's consumer the caller made
+	// on the work stream it just made (NewConsumer): New makes none.
+	Consumer jetstream.Consumer
 	// StreamSubjects, when not nil, are the subjects the session's work
 	// stream has (the session just made it, or found it, under its lease):
 	// when they are what the graph needs, New sets nothing on the stream

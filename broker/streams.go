@@ -37,6 +37,7 @@ type options struct {
 	replicas int
 	inbound  []string
 	fresh    bool
+	only     bool
 	made     *bool
 	dupes    time.Duration
 }
@@ -66,6 +67,12 @@ func Duplicates(d time.Duration) Option { return func(o *options) { o.dupes = d 
 // the few milliseconds a session's creation costs. One that does exist
 // with another configuration is then updated as without the option.
 func Fresh() Option { return func(o *options) { o.fresh = true } }
+
+// CreateOnly makes a stream that does not exist, and leaves one that does
+// as it is: the call fails with jetstream.ErrStreamNameAlreadyInUse. For a
+// creation sent before the caller knows it may change what exists under
+// the name (a new session's work stream, made while its bucket is).
+func CreateOnly() Option { return func(o *options) { o.fresh, o.only = true, true } }
 
 // Made sets *made when the resource was made by the call (it did not
 // exist): a bucket made so is empty.
@@ -99,7 +106,7 @@ func (o options) ensureStream(ctx context.Context, js jetstream.JetStream, cfg j
 	if o.fresh {
 		cfg.Replicas = max(o.replicas, 1)
 		s, err := placed(ctx, func() (jetstream.Stream, error) { return js.CreateStream(ctx, cfg) })
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) || o.only {
 			return s, err
 		}
 	}

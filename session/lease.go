@@ -414,10 +414,20 @@ func (l *lease) release() {
 // resumed. opts go to the bucket's creation (broker.Fresh for a session
 // being created).
 func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option) (*lease, error) {
+	return claimThen(ctx, cfg, created, nil, opts...)
+}
+
+// claimThen is claim calling leased (when not nil) once the lease is
+// held, before anything else is asked of the store: what the caller sends
+// then overlaps the making of the bucket.
+func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), opts ...broker.Option) (*lease, error) {
 	n := cfg.replicas()
 	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
 	if err != nil {
 		return nil, err
+	}
+	if leased != nil {
+		leased()
 	}
 	archived, err := broker.Archived(ctx, cfg.Broker.JetStream(), cfg.ID)
 	switch {

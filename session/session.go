@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard/switchyard/actors"
@@ -457,6 +458,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		}
 		return nil, err
 	}
+	var early *earlyStream // a new session's work stream, made while its bucket is
 	var restore *scheduler.Snapshot
 	var firings map[string]uint64
 	var consumed []string
@@ -502,7 +504,15 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			fresh = append(fresh, broker.Fresh()) // a new session: its bucket is made in one request
 		}
 		var err error
-		if cl, err = claim(context.Background(), &cfg, cp == nil || cfg.ForkOf != "", fresh...); err != nil {
+		var leased func()
+		if cp == nil || cfg.ForkOf != "" {
+			early = &earlyStream{}
+			leased = func() { early.start(cfg) }
+		}
+		cl, err = claimThen(context.Background(), &cfg, cp == nil || cfg.ForkOf != "", leased, fresh...)
+		early.wait() // no path on leaves it running
+		if err != nil {
+			early.drop(cfg)
 			return nil, err
 		}
 	}
@@ -594,7 +604,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	}
 	if cfg.Durable {
 		js := cfg.Broker.JetStream()
-		crash.Point("create-bucket") // claim made the bucket and wrote the owner's mark
+		crash.Point("create-bucket") // claim made the bucket and wrote the owner's mark (a new session's work stream was made meanwhile)
 		if cp == nil || cfg.ForkOf != "" {
 			// A new session may not take the id of one the store holds
 			// (claim refused an archived one; a bucket it made holds
@@ -602,6 +612,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			// record of the session itself) is written over.
 			if !s.lease.made {
 				if _, err := ReadMeta(context.Background(), cfg.Broker, cfg.ID); err == nil {
+					early.drop(cfg)
 					s.closeEvents()
 					return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
 				}
@@ -613,11 +624,17 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if s.created {
 			opts = append(opts, broker.Fresh())
 		}
-		work, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...)
+		work, cons, err := early.result()
+		if work == nil && err == nil {
+			// Not made early, or it existed (left by an interrupted
+			// start: written over here).
+			work, err = broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...)
+		}
 		if err != nil {
 			s.closeEvents()
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
+		acfg.Consumer = cons
 		if info := work.CachedInfo(); info != nil {
 			if info.State.Consumers == 0 {
 				acfg.NoConsumer = true // just made, or left without one
@@ -1113,4 +1130,78 @@ func hasPoolNodes(g *graph.Graph) bool {
 		}
 	}
 	return false
+}
+
+// earlyStream is a new durable session's work stream and its consumer,
+// made while its bucket is (claimThen): the two are independent, and their
+// round trips overlap. Only a stream that does not exist is made
+// (broker.CreateOnly): one left by an interrupted start is written over
+// after the checks, as before.
+type earlyStream struct {
+	done    chan struct{} // closed when made (nil: not started)
+	made    bool          // the stream was made here
+	st      jetstream.Stream
+	cons    jetstream.Consumer
+	err     error
+	existed bool
+}
+
+// start makes the stream and the consumer on a goroutine that result or
+// drop waits for.
+func (e *earlyStream) start(cfg Config) {
+	e.done = make(chan struct{})
+	go func() {
+		defer close(e.done)
+		js := cfg.Broker.JetStream()
+		st, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.CreateOnly(),
+			broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph)))
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			e.existed = true
+			return
+		}
+		if err != nil {
+			e.err = err
+			return
+		}
+		e.st, e.made = st, true
+		crash.Point("create-stream-early") // the stream made, the bucket perhaps not yet
+		e.cons, e.err = actors.NewConsumer(context.Background(), js, cfg.ID, cfg.Broker.Embedded())
+	}()
+}
+
+// wait waits for the stream and its consumer to be made (or not).
+func (e *earlyStream) wait() {
+	if e != nil && e.done != nil {
+		<-e.done
+	}
+}
+
+// result is the stream and its consumer, once waited for: nil, nil, nil
+// when it was not made here (not started, or the stream existed).
+func (e *earlyStream) result() (jetstream.Stream, jetstream.Consumer, error) {
+	if e == nil || e.done == nil {
+		return nil, nil, nil
+	}
+	<-e.done
+	if e.existed {
+		return nil, nil, nil
+	}
+	return e.st, e.cons, e.err
+}
+
+// drop waits for the stream and removes it when it was made here: the
+// session is not made after all (its id is taken, or its claim failed).
+func (e *earlyStream) drop(cfg Config) {
+	if e == nil || e.done == nil {
+		return
+	}
+	<-e.done
+	if !e.made {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cfg.Broker.JetStream().DeleteStream(ctx, broker.StreamName(cfg.ID)); err != nil && cfg.Logger != nil {
+		cfg.Logger.Warn("session: removing the work stream of a session not made", "session", cfg.ID, "err", err)
+	}
 }
