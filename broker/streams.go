@@ -469,7 +469,7 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 // as many as it has cores).
 type DeleteOption func(*deleteOptions)
 
-type deleteOptions struct{ notArchived, leaseGone bool }
+type deleteOptions struct{ notArchived, leaseGone, noDeadLetters bool }
 
 // NotArchived says the archive holds nothing of the session (three
 // requests fewer): the process that created it and ran it to its end
@@ -477,6 +477,11 @@ type deleteOptions struct{ notArchived, leaseGone bool }
 // collection when it has none, and an id the archive holds cannot be
 // created again.
 func NotArchived() DeleteOption { return func(o *deleteOptions) { o.notArchived = true } }
+
+// NoDeadLetters says the session has no dead-letter stream (its owner
+// makes it before the first dead letter, and a session made and run to its
+// end by the caller had none): a request fewer.
+func NoDeadLetters() DeleteOption { return func(o *deleteOptions) { o.noDeadLetters = true } }
 
 // LeasePurged says the session's lease was purged already (by its owner,
 // which gave it up so): a request fewer, and the last one, after the
@@ -504,7 +509,11 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 		f(&o)
 	}
 	var fs []func() error
-	for _, name := range []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)} {
+	names := []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)}
+	if o.noDeadLetters {
+		names = names[:2]
+	}
+	for _, name := range names {
 		fs = append(fs, del("stream "+name, func() error { return js.DeleteStream(ctx, name) }))
 	}
 	fs = append(fs,

@@ -124,6 +124,14 @@ func purgeSession(ctx context.Context, st jetstream.Stream, session string) erro
 	return nil
 }
 
+// Prepared reports whether the dispatcher got ready for a job (its
+// first job's streams were looked up): false, it sent none.
+func (d *Dispatcher) Prepared() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ready
+}
+
 // publishAttempt bounds one attempt to queue a job.
 const publishAttempt = 2 * time.Second
 

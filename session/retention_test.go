@@ -268,3 +268,42 @@ func TestRemovedSessionLeavesNothing(t *testing.T) {
 		require.ErrorIs(t, err, session.ErrNoCheckpoint)
 	}
 }
+
+// TestRemovedSessionWithDeadLettersLeavesNothing: a removed session that
+// refused an envelope while it ran (its dead-letter stream made then)
+// leaves no dead-letter stream either; one that refused none is removed
+// without asking for it (TestDurableRunRequests).
+func TestRemovedSessionWithDeadLettersLeavesNothing(t *testing.T) {
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	r.reg = func(reg *nodes.Registry) {
+		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
+			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			})}))
+	}
+	cfg := r.durable(`digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`, "dlq")
+	cfg.Checkpoint = &session.CheckpointPolicy{}
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	require.NoError(t, r.broker.Conn().Publish(broker.NodeIn("dlq", "ghost"), []byte(`{"payload":{"message":"boo"}}`)))
+	js := r.broker.JetStream()
+	require.Eventually(t, func() bool {
+		_, err := js.Stream(ctx, broker.DeadLetterStreamName("dlq"))
+		return err == nil
+	}, 20*time.Second, 10*time.Millisecond, "the refusal made the dead-letter stream")
+	close(release)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+	for _, name := range []string{broker.StreamName("dlq"), broker.DeadLetterStreamName("dlq"), "KV_" + broker.KVName("dlq")} {
+		_, err := js.Stream(ctx, name)
+		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
+	}
+}

@@ -185,6 +185,12 @@ type Session struct {
 	placed bool
 	// handedOver is set by Handover: its Stop says session.moved.
 	handedOver atomic.Bool
+	// work sends the firings of pool nodes to workers (nil without
+	// JetStream).
+	work *pool.Dispatcher
+	// deadLetters is set once the session asked for its dead-letter
+	// stream (it is made before the first dead letter).
+	deadLetters atomic.Bool
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -652,6 +658,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// Its dead-letter stream is made on its first refusal.
 		st, n := cfg.Broker.Storage(), cfg.replicas()
 		acfg.DeadLetters = func(ctx context.Context) error {
+			s.deadLetters.Store(true)
 			return broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
 				_, err := broker.EnsureDeadLetters(ctx, js, cfg.ID, st, broker.Replicas(n))
 				return err
@@ -688,6 +695,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if acfg.IDKey == nil {
 		acfg.IDKey = actors.NewIDKey()
 	}
+	s.work = acfg.Work
 	if acfg.Work != nil {
 		// Outcome subjects no one outside the session can name (a durable
 		// session's key is its own and outlives its owner).
@@ -1003,7 +1011,13 @@ func (s *Session) releaseFinished() {
 	defer cancel()
 	if completed && s.removed() {
 		// Its whole store goes next (cleanup), consumer and dead letters
-		// with it: only the outcomes of its pool jobs lie outside it.
+		// with it: only the outcomes of its pool jobs lie outside it —
+		// none when it was made here and sent no job (what an earlier
+		// session of its id left ages out, pool.MaxOutcomeAge): a round
+		// trip fewer at the end of most runs.
+		if s.created && s.work != nil && !s.work.Prepared() {
+			return
+		}
 		if err := pool.ForgetOutcomes(ctx, s.cfg.Broker.JetStream(), s.id); err != nil {
 			s.cfg.Logger.Warn("session: purging the outcomes of a finished session", "session", s.id, "err", err)
 		}
@@ -1035,6 +1049,9 @@ func (s *Session) cleanup() {
 	var known []broker.DeleteOption
 	if s.created {
 		known = append(known, broker.NotArchived()) // made here, run to its end here
+		if !s.deadLetters.Load() {
+			known = append(known, broker.NoDeadLetters()) // made here before a first one, and none came
+		}
 	}
 	if s.lease != nil && s.lease.purged {
 		known = append(known, broker.LeasePurged())

@@ -1,0 +1,81 @@
+package session_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/session"
+)
+
+// TestDurableRunRequests watches the JetStream API requests of a durable
+// pipeline's run, from its start to its removal: its start looks up
+// neither the lease bucket (the broker remembers it from the first run)
+// nor its work stream (it made it with the graph's subjects), and at its
+// end it does not look at the outcome stream (it sent no pool job).
+func TestDurableRunRequests(t *testing.T) {
+	r := newRun(t)
+	nc, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	const mark = "$JS.API.TEST.MARK"
+	var mu sync.Mutex
+	var seen []string
+	marks := make(chan struct{}, 4)
+	sub, err := nc.Subscribe("$JS.API.>", func(m *nats.Msg) {
+		if m.Subject == mark {
+			marks <- struct{}{}
+			return
+		}
+		mu.Lock()
+		seen = append(seen, m.Subject)
+		mu.Unlock()
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, nc.Flush())
+	// requests runs a durable pipeline id to its end, its store removed,
+	// and returns the API requests its run sent: the runtime's connection
+	// sent them before the mark, which reaches the watcher after them.
+	requests := func(id string) []string {
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		cfg := r.durable(`digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`, id)
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		rep := r.runConfig(cfg)
+		require.Equal(t, "success", rep.Status)
+		require.NoError(t, r.broker.Conn().Publish(mark, nil))
+		select {
+		case <-marks:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the mark did not arrive")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+	first := requests("req1")
+	require.Contains(t, first, "$JS.API.STREAM.INFO.KV_"+broker.LeaseBucket, "the first start finds the lease bucket")
+	got := requests("req2")
+	has := func(prefix string) bool {
+		for _, s := range got {
+			if strings.HasPrefix(s, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, has("$JS.API.STREAM.CREATE."+broker.StreamName("req2")), "made its work stream: %v", got)
+	require.True(t, has("$JS.API.CONSUMER.CREATE."+broker.StreamName("req2")), "made its consumer: %v", got)
+	require.True(t, has("$JS.API.STREAM.DELETE."+broker.StreamName("req2")), "removed its work stream: %v", got)
+	require.False(t, has("$JS.API.STREAM.INFO.KV_"+broker.LeaseBucket), "looked the lease bucket up again: %v", got)
+	require.False(t, has("$JS.API.STREAM.INFO."+broker.StreamName("req2")), "looked its work stream up: %v", got)
+	require.False(t, has("$JS.API.STREAM.INFO.SYW_"), "looked at the pool's streams: %v", got)
+	require.False(t, has("$JS.API.STREAM.DELETE."+broker.DeadLetterStreamName("req2")), "removed a dead-letter stream it never made: %v", got)
+}
