@@ -39,7 +39,8 @@ import (
 // whole state, costs about one entry per record whatever the graph's size
 // (every 1,024 records, a 10,000-node chain's snapshots were a fifth of its
 // CPU). A small state is also snapshotted at each compaction
-// (compactEvery), and the last record always has one. A resume reads the
+// (compactEvery), and the last record always has one (but for a session
+// whose store is removed at its end: goneAtEndLocked). A resume reads the
 // snapshot and the entries after it: at most that many records (and those
 // written while the snapshot was due), in entries of up to 64.
 const snapshotEvery = 1024

@@ -142,7 +142,7 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 	first, last := t.recs[0].seq, t.recs[len(t.recs)-1].seq
 	compact := last/compactEvery != (first-1)/compactEvery
 	size := j.snapshotSize()
-	if last-j.snapAt >= max(snapshotEvery, size) || (compact && size <= snapshotEvery) || j.status != "running" {
+	if last-j.snapAt >= max(snapshotEvery, size) || (compact && size <= snapshotEvery) || (j.status != "running" && !j.goneAtEndLocked()) {
 		t.snap = j.snapshot()
 		j.snapAt = last
 	}
@@ -159,6 +159,16 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 		t.floors = copyMap(j.floors)
 	}
 	return t
+}
+
+// goneAtEndLocked says that the session's store is removed now that it
+// ended (it succeeded and its policy keeps nothing: cleanup) and that no
+// run directory mirrors its snapshots (j.mu held): its last snapshot, the
+// whole state marshalled, would be written to be deleted a moment later.
+// Its records say how it ended, should the removal not happen (a resume
+// applies them over the snapshot before).
+func (j *journal) goneAtEndLocked() bool {
+	return j.status == "success" && j.cleanup && j.dir == ""
 }
 
 // snapshotSize is about how many entries a snapshot of the state holds

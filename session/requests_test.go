@@ -17,7 +17,8 @@ import (
 // pipeline's run, from its start to its removal: its start looks up
 // neither the lease bucket (the broker remembers it from the first run)
 // nor its work stream (it made it with the graph's subjects), and at its
-// end it does not look at the outcome stream (it sent no pool job).
+// end it does not look at the outcome stream (it sent no pool job) nor
+// write a last snapshot of its state (its store is removed).
 func TestDurableRunRequests(t *testing.T) {
 	r := newRun(t)
 	nc, err := r.broker.NewConn()
@@ -60,6 +61,9 @@ func TestDurableRunRequests(t *testing.T) {
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
 	}
+	snaps, err := nc.SubscribeSync("$KV." + broker.KVName("req2") + ".checkpoint.latest")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
 	first := requests("req1")
 	require.Contains(t, first, "$JS.API.STREAM.INFO.KV_"+broker.LeaseBucket, "the first start finds the lease bucket")
 	got := requests("req2")
@@ -78,4 +82,8 @@ func TestDurableRunRequests(t *testing.T) {
 	require.False(t, has("$JS.API.STREAM.INFO."+broker.StreamName("req2")), "looked its work stream up: %v", got)
 	require.False(t, has("$JS.API.STREAM.INFO.SYW_"), "looked at the pool's streams: %v", got)
 	require.False(t, has("$JS.API.STREAM.DELETE."+broker.DeadLetterStreamName("req2")), "removed a dead-letter stream it never made: %v", got)
+	require.NoError(t, nc.Flush())
+	n, _, err := snaps.Pending()
+	require.NoError(t, err)
+	require.Zero(t, n, "wrote a last snapshot of a session removed at its end")
 }
