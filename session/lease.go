@@ -429,25 +429,51 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	if leased != nil {
 		leased()
 	}
-	archived, err := broker.Archived(ctx, cfg.Broker.JetStream(), cfg.ID)
-	switch {
-	case err != nil:
-		l.release()
-		return nil, fmt.Errorf("session: checkpoint store: %w", err)
-	case archived && created:
-		l.release()
-		return nil, fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
-	case archived:
-		if err := broker.RestoreSession(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...); err != nil {
+	js := cfg.Broker.JetStream()
+	var archived bool
+	var aerr error
+	var looked chan struct{}
+	if created {
+		// Whether the archive holds the id is asked while the bucket is
+		// made: an archived session has none here (the archive holds
+		// it), so it is made, and removed if the id is refused.
+		looked = make(chan struct{})
+		go func() {
+			defer close(looked)
+			archived, aerr = broker.Archived(ctx, js, cfg.ID)
+		}()
+	} else {
+		archived, err = broker.Archived(ctx, js, cfg.ID)
+		if err == nil && archived {
+			err = broker.RestoreSession(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)
+		}
+		if err != nil {
 			l.release()
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 	}
-	kv, err := broker.SessionKV(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made))...)
+	kv, err := broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made))...)
+	if looked != nil {
+		<-looked
+		if aerr == nil && archived {
+			aerr = fmt.Errorf("session: %s already exists in the store: resume it (switchyard resume %s) or choose another id", cfg.ID, cfg.ID)
+		} else if aerr != nil {
+			aerr = fmt.Errorf("session: checkpoint store: %w", aerr)
+		}
+		if aerr != nil {
+			if err == nil && l.made {
+				if derr := js.DeleteKeyValue(ctx, broker.KVName(cfg.ID)); derr != nil && cfg.Logger != nil {
+					cfg.Logger.Warn("session: removing the bucket of a session not made", "session", cfg.ID, "err", derr)
+				}
+			}
+			l.release()
+			return nil, aerr
+		}
+	}
 	if err == nil && n > 1 {
 		// Artifacts are stored on demand, with one replica unless their
 		// store exists: it is made now, replicated.
-		_, err = broker.SessionObjects(ctx, cfg.Broker.JetStream(), cfg.ID, cfg.Broker.Storage(), broker.Replicas(n))
+		_, err = broker.SessionObjects(ctx, js, cfg.ID, cfg.Broker.Storage(), broker.Replicas(n))
 	}
 	if err != nil {
 		l.release()
