@@ -1171,7 +1171,8 @@ func (e *earlyStream) start(cfg Config) {
 		defer close(e.done)
 		js := cfg.Broker.JetStream()
 		st, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.CreateOnly(),
-			broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph)))
+			broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph)),
+			broker.Duplicates(cfg.Broker.DuplicateWindow()))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			e.existed = true
 			return

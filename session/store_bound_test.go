@@ -95,6 +95,7 @@ func TestStoreBounded(t *testing.T) {
 	// after the window of the flood's last.
 	st, err := js.Stream(ctx, broker.StreamName("bounded"))
 	require.NoError(t, err)
+	require.Equal(t, broker.MinDuplicateWindow, st.CachedInfo().Config.Duplicates, "the stream takes the store's window")
 	for i := total; !purged(ctx, t, st, uint64(total)); i++ {
 		run(i, i+1)
 		require.NoError(t, session.TrimWork(s))
