@@ -102,7 +102,7 @@ func (w *consumerWatch) poke() {
 func (s *System) consume(cons jetstream.Consumer) (*feed, error) {
 	f := &feed{}
 	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) },
-		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat), jetstream.PullMaxMessages(pullBatch),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrNoHeartbeat):
