@@ -26,7 +26,9 @@
 // actors of the nodes that receive them (handOver, durable.go: in process,
 // not through the work stream — the record holds them as pending until
 // their consumption is recorded, and a resume publishes the pending ones
-// to the work stream) and reports back (committed); the actor then
+// to the work stream) and reports back: the firings of one node whose
+// records a batch stored are taken by its io goroutine together (settle,
+// route.go) and reported in one message (settled); the actor then
 // acknowledges the consumed envelopes, so an acknowledged envelope always
 // has its firing journaled, and a node only ever receives an envelope
 // whose firing is journaled.

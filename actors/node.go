@@ -432,6 +432,12 @@ func (a *nodeActor) Receive(c actor.Context) {
 		}
 		a.committedDone(m)
 		a.afterFiring(c)
+	case *settled:
+		a.inflight -= len(m.done)
+		for i := range m.done {
+			a.committedDone(&m.done[i])
+		}
+		a.afterFiring(c)
 	case *reconfigure:
 		a.reconfigured(m)
 		a.take()

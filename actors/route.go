@@ -199,35 +199,102 @@ func (a *nodeActor) finish(m *runDone) bool {
 // on: the node fires its next input while the record is on its way (the
 // journal batches the records that queue meanwhile). Once the record is
 // stored, the node's io goroutine emits the firing's events and publishes
-// its outputs, and reports back (committed) for the inputs to be
+// its outputs, and reports back (settled) for the inputs to be
 // acknowledged: an acknowledged input always has its firing journaled.
 // The read lock on the graph taken in finish is released there.
 func (a *nodeActor) commitAsync(aj AsyncJournal, self *actor.PID, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) {
 	a.inflight++
 	crash.Point("before-commit")
 	aj.CommitAsync(a.s.ctx, commit, func(err error) {
-		if !a.s.runOn(a.io, func() {
-			defer a.s.editMu.RUnlock()
-			done := a.afterCommit(commit.Node, commit, err, ev, o, attempts, hops)
-			done.async = true
-			a.s.root.Send(self, done)
-		}) {
-			a.s.editMu.RUnlock() // stopped: a resume deals with the firing
-		}
+		a.s.settle(a, self, settledFiring{commit: commit, err: err, ev: ev, o: o, attempts: attempts, hops: hops})
 	})
+}
+
+// settledFiring is a firing whose record the journal stored (err nil) or
+// could not store, waiting for its node's io goroutine.
+type settledFiring struct {
+	commit   *Commit
+	err      error
+	ev       *pb.Event
+	o        *nodes.Outcome
+	attempts int
+	hops     []hop
+}
+
+// settled is what a node's io goroutine did with the firings it took at
+// once (settleAll), sent back to the node's actor in one message: the
+// journal tells the committers of a batch one after the other, hundreds
+// of records of one node in a flood, and each used to cost its own
+// scheduling on the io goroutine and its own actor message.
+type settled struct {
+	done []committed
+}
+
+// settle queues a firing whose record was written for a's io goroutine,
+// from the journal's writer (done must not block): the first one queued
+// schedules settleAll, which takes every firing queued by the time it
+// runs. When the session is stopping, nothing is done with them (a resume
+// deals with the firings) and the read locks their finish took are
+// released.
+func (s *System) settle(a *nodeActor, self *actor.PID, f settledFiring) {
+	s.settleMu.Lock()
+	q, scheduled := s.settling[a]
+	if s.settling == nil {
+		s.settling = map[*nodeActor][]settledFiring{}
+	}
+	s.settling[a] = append(q, f)
+	s.settleMu.Unlock()
+	if scheduled {
+		return // settleAll has not taken the queue yet: it takes f as well
+	}
+	if !s.runOn(a.io, func() { a.settleAll(self) }) {
+		for range s.takeSettled(a) {
+			s.editMu.RUnlock()
+		}
+	}
+}
+
+// takeSettled takes the firings queued for a (settle).
+func (s *System) takeSettled(a *nodeActor) []settledFiring {
+	s.settleMu.Lock()
+	defer s.settleMu.Unlock()
+	q := s.settling[a]
+	delete(s.settling, a)
+	return q
+}
+
+// settleAll does, on a's io goroutine, what each firing queued for it does
+// once its record is written (afterCommit), in the order of their records,
+// and reports them back to the node's actor in one message.
+func (a *nodeActor) settleAll(self *actor.PID) {
+	fs := a.s.takeSettled(a)
+	if len(fs) == 0 {
+		return
+	}
+	m := &settled{done: make([]committed, len(fs))}
+	for i := range fs {
+		f := &fs[i]
+		m.done[i] = a.afterCommit(f.commit.Node, f.commit, f.err, f.ev, f.o, f.attempts, f.hops)
+		a.s.editMu.RUnlock()
+	}
+	// Every output of these firings is out; none of their inputs is
+	// acknowledged yet.
+	crash.Point("settled")
+	a.s.root.Send(self, m)
 }
 
 // commitAndPublish is a firing's I/O, on the node's runner goroutine:
 // commit the record, emit the node's events, publish its outputs.
 func (a *nodeActor) commitAndPublish(node string, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) *committed {
 	crash.Point("before-commit")
-	return a.afterCommit(node, commit, a.s.cfg.Journal.Commit(a.s.ctx, commit), ev, o, attempts, hops)
+	done := a.afterCommit(node, commit, a.s.cfg.Journal.Commit(a.s.ctx, commit), ev, o, attempts, hops)
+	return &done
 }
 
 // afterCommit is what a firing does once its commit returned err: emit the
 // node's events and publish its outputs.
-func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) *committed {
-	done := &committed{consumed: commit.Consumed, term: commit.Terminal}
+func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) committed {
+	done := committed{consumed: commit.Consumed, term: commit.Terminal}
 	if err != nil {
 		a.s.log.Error("actors: journal commit", "node", node, "err", err)
 		done.term = nil

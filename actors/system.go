@@ -258,6 +258,11 @@ type System struct {
 	// held counts the deliveries of the session's consumer that nodes hold
 	// unacknowledged (durable sessions), for lostAcks.
 	held atomic.Int64
+	// settling holds, by node, the firings whose records the journal
+	// stored and that the node's io goroutine has not taken yet
+	// (settle); settleMu is a leaf lock.
+	settleMu sync.Mutex
+	settling map[*nodeActor][]settledFiring
 	// Sessions that are not durable: the subscriptions that dispatch to
 	// the nodes (guarded by mu); dispatchMu is held while one message is
 	// handed over.

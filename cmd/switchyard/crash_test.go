@@ -325,7 +325,7 @@ func keys(m map[string]int) []string {
 	return out
 }
 
-// TestCrashServe kills a served reactive session at 11 points while an
+// TestCrashServe kills a served reactive session at 12 points while an
 // outside client publishes a stream of 30 envelopes onto it (one kill lands
 // while a debounce window holds envelopes), serves it again from the same
 // store and publishes what was not accepted: every envelope is consumed
@@ -337,7 +337,7 @@ func TestCrashServe(t *testing.T) {
 	require.NoError(t, err)
 	const total = 30
 	points := []string{"deliver:5", "deliver:20", "debounce-held:3", "handler:10", "after-commit:7", "handed:4", "handed:17",
-		"after-ack:12", "after-record:15", "batch-published:6", "batch-acked:9"}
+		"after-ack:12", "after-record:15", "batch-published:6", "batch-acked:9", "settled:11"}
 	var survived, lost, doubled int
 	for _, p := range points {
 		t.Run(p, func(t *testing.T) {
