@@ -291,7 +291,10 @@ func (s *System) deliverDurable(m jetstream.Msg, seq uint64) {
 		return
 	}
 	pid := r.pid
-	env, err := DecodeEnvelope(m.Data())
+	env, err := s.decoded.take(m.Headers().Get(nats.MsgIdHdr), m.Data()), error(nil)
+	if env == nil {
+		env, err = DecodeEnvelope(m.Data())
+	}
 	if err == nil {
 		err = s.checkIngress(env, m.Headers().Get(HeaderOwn))
 	}
@@ -304,7 +307,7 @@ func (s *System) deliverDurable(m jetstream.Msg, seq uint64) {
 		return
 	}
 	if env.Id == "" {
-		env.Id = m.Headers().Get("Nats-Msg-Id")
+		env.Id = m.Headers().Get(nats.MsgIdHdr)
 	}
 	if env.Id == "" {
 		// The stream sequence names it for good: a redelivery keeps it.

@@ -32,7 +32,8 @@ import (
 //     a retried publish is stored once) and the publisher's reply subject
 //     when it is a reply inbox (broker.ReplyInbox) — the stream's publish
 //     acknowledgement goes to the publisher directly, once the envelope is
-//     stored.
+//     stored. The envelope it decoded is kept for the consumer's delivery
+//     of the same bytes (decodedCache), which does not decode it again.
 //
 // The consumer reads both kinds of subject (broker.WorkFilter), so what
 // the stream stored before a change of mode is delivered after it.
@@ -103,6 +104,8 @@ func (s *System) intake(m *nats.Msg) {
 		s.refuse(m, err.Error())
 		return
 	}
+	// Kept before it is stored: its delivery comes after.
+	s.decoded.put(m.Header.Get(nats.MsgIdHdr), m.Data, env)
 	verdictTo := m.Header.Get(broker.VerdictHeader)
 	out := &nats.Msg{Subject: broker.Stored(m.Subject), Data: m.Data, Header: m.Header}
 	if broker.ReplyInbox(m.Reply) {

@@ -243,6 +243,8 @@ type System struct {
 
 	dedup *dedupWindow // envelope ids delivered recently
 	ids   *idSigner    // signs the runtime's envelope ids
+	// decoded: what the intake decoded, for the consumer's delivery of it.
+	decoded decodedCache
 
 	// Durable sessions: the session's consumer (guarded by mu), where the
 	// envelopes of each subject go, and the ids of envelopes consumed
