@@ -43,3 +43,34 @@ func TestDecodedBounded(t *testing.T) {
 	require.Nil(t, c.take("1", data), "two generations later")
 	require.LessOrEqual(t, len(c.cur)+len(c.prev), 2*decodedKeep)
 }
+
+// Large envelopes are not kept, and a generation holds no more than
+// decodedKeepBytes: a flood of the largest envelopes an outside client may
+// send does not pile up in the cache.
+func TestDecodedBoundedInBytes(t *testing.T) {
+	var c decodedCache
+	env := &pb.Envelope{}
+	c.put("big", make([]byte, decodedMaxBytes+1), env)
+	require.Nil(t, c.take("big", make([]byte, decodedMaxBytes+1)), "too large to keep")
+	data := make([]byte, decodedMaxBytes)
+	n := 4 * decodedKeepBytes / len(data)
+	for i := range n {
+		c.put(strconv.Itoa(i), data, env)
+	}
+	held := 0
+	for _, d := range c.cur {
+		held += len(d.data)
+	}
+	for _, d := range c.prev {
+		held += len(d.data)
+	}
+	require.LessOrEqual(t, held, 2*decodedKeepBytes, "two generations of bytes at most")
+	require.Equal(t, c.curBytes, func() int {
+		b := 0
+		for _, d := range c.cur {
+			b += len(d.data)
+		}
+		return b
+	}(), "the count of bytes follows the generation")
+	require.Same(t, env, c.take(strconv.Itoa(n-1), data), "the newest is kept")
+}
