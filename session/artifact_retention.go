@@ -339,7 +339,12 @@ func firingKeyOf(name string) (firingKey, bool) {
 }
 
 // liveRefs are the objects live envelopes refer to: those pending in the
-// journal and those in the work stream.
+// journal and those in the work stream above the session consumer's
+// acknowledgement floor. What lies at or below it was consumed (its
+// firing's record is stored, and what that firing sent is pending in the
+// journal or in the stream above): the stream keeps it for its duplicate
+// window only (journal.trim), and reading it would make each sweep decode
+// the whole window.
 func (w *sweeper) liveRefs(ctx context.Context) (map[string]bool, error) {
 	live := w.pending()
 	st, err := w.js.Stream(ctx, broker.StreamName(w.session))
@@ -350,7 +355,15 @@ func (w *sweeper) liveRefs(ctx context.Context) (map[string]bool, error) {
 	if state.Msgs == 0 {
 		return live, nil
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{InactiveThreshold: 10 * time.Second})
+	from := state.FirstSeq
+	if c, err := st.Consumer(ctx, actors.ConsumerName); err == nil {
+		from = max(from, c.CachedInfo().AckFloor.Stream+1)
+	}
+	if from > state.LastSeq {
+		return live, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{InactiveThreshold: 10 * time.Second,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
 		return nil, err
 	}
