@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/crash"
 )
 
 // Intake: how a durable session's outside input reaches its work stream.
@@ -34,6 +35,8 @@ import (
 //     acknowledgement goes to the publisher directly, once the envelope is
 //     stored. The envelope it decoded is kept for the consumer's delivery
 //     of the same bytes (decodedCache), which does not decode it again.
+//     Kill points intake-kept and intake-republished
+//     (cmd/switchyard TestCrashQueueIntake).
 //
 // The consumer reads both kinds of subject (broker.WorkFilter), so what
 // the stream stored before a change of mode is delivered after it.
@@ -116,12 +119,14 @@ func (s *System) intake(m *nats.Msg) {
 	if verdictTo != "" {
 		out.Header.Del(broker.VerdictHeader)
 	}
+	crash.Point("intake-kept") // decoded and kept, not republished: not stored, not acknowledged
 	if err := s.cfg.Conn.PublishMsg(out); err != nil {
 		// Not stored: a publisher waiting for its acknowledgement
 		// publishes again.
 		s.log.Warn("actors: intake", "subject", m.Subject, "err", err)
 		return
 	}
+	crash.Point("intake-republished") // sent to the stream (perhaps still in the connection's buffer), perhaps stored and acknowledged
 	if verdictTo != "" {
 		s.sendVerdict(verdictTo, Verdict{OK: true, Session: s.cfg.SessionID, Durable: true})
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
-// queueEvents is how many outside envelopes TestCrashQueueExactlyOnce
-// sends: 100,000 when SWITCHYARD_FULL=1 (what .ci/run sets), 2,000 by
-// default, 500 with -short, or SWITCHYARD_QUEUE_EVENTS.
+// queueEvents is how many outside envelopes TestCrashQueueExactlyOnce and
+// TestCrashQueueIntake send: 100,000 when SWITCHYARD_FULL=1 (what .ci/run
+// sets), 2,000 by default, 500 with -short, or SWITCHYARD_QUEUE_EVENTS.
 func queueEvents(t *testing.T) int {
 	if n, err := strconv.Atoi(os.Getenv("SWITCHYARD_QUEUE_EVENTS")); err == nil && n > 1 {
 		return n // a size of one's own
@@ -47,7 +47,50 @@ func queueEvents(t *testing.T) int {
 // not acknowledged. Every envelope is stored once and fires the node
 // exactly once.
 func TestCrashQueueExactlyOnce(t *testing.T) {
+	file, err := filepath.Abs("testdata/queue.dot")
+	require.NoError(t, err)
 	total := queueEvents(t)
+	for _, point := range queuePoints(total) {
+		t.Run(point, func(t *testing.T) { crashQueue(t, queueGraph{file: file}, total, point) })
+	}
+}
+
+// TestCrashQueueIntake is TestCrashQueueExactlyOnce through the intake: the
+// graph has broker.MaxListedSubjects idle nodes more, so its work stream
+// does not list its inbound subjects; every outside envelope is checked by
+// the serving process's intake and republished to the stream under its
+// Stored subject, with the publisher's reply subject and Nats-Msg-Id (the
+// acknowledgement the publisher reads is the stream's own). While no
+// process serves, a publish gets no responders, and the publisher sends it
+// again until it is acknowledged. Killed at the same points, and in the
+// intake: an envelope decoded and kept, not republished (intake-kept), one
+// just republished (intake-republished: perhaps still in the connection's
+// buffer, perhaps stored and acknowledged), and at a delivery to the node,
+// which takes the envelope the intake decoded (deliver).
+func TestCrashQueueIntake(t *testing.T) {
+	src, err := os.ReadFile("testdata/queue.dot")
+	require.NoError(t, err)
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(strings.TrimSpace(string(src)), "}"))
+	for i := range broker.MaxListedSubjects {
+		fmt.Fprintf(&b, "    idle%d [shape=diamond]\n", i) // never fires: nothing reaches its inbox
+	}
+	b.WriteString("}\n")
+	file := filepath.Join(t.TempDir(), "queue-intake.dot")
+	require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o644))
+	total := queueEvents(t)
+	points := append(queuePoints(total),
+		"intake-kept:"+strconv.Itoa(total/2), "intake-republished:"+strconv.Itoa(total/3),
+		// The delivery that takes the envelope the intake decoded.
+		"deliver:"+strconv.Itoa(total/2))
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) { crashQueue(t, queueGraph{file: file, intake: true}, total, point) })
+	}
+}
+
+// queuePoints are the kill points of the crash-queue tests for total
+// outside envelopes.
+func queuePoints(total int) []string {
 	points := []string{
 		"after-commit:" + strconv.Itoa(total/2),
 		// A batch holds what queued up during the last write: hundreds of
@@ -65,14 +108,19 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 		// floor: the first trim, after 1,024 records (-short has fewer).
 		points = append(points, "after-trim:1")
 	}
-	for _, point := range points {
-		t.Run(point, func(t *testing.T) { crashQueue(t, total, point) })
-	}
+	return points
 }
 
-func crashQueue(t *testing.T, total int, point string) {
-	file, err := filepath.Abs("testdata/queue.dot")
-	require.NoError(t, err)
+// queueGraph is the session a crash-queue test serves as q1: its file, in
+// which outside envelopes arrive on the queue edge src -> work, and whether
+// its work stream stores them through the intake (more inbound subjects
+// than broker.MaxListedSubjects) rather than listing the edge.
+type queueGraph struct {
+	file   string
+	intake bool
+}
+
+func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	url := "nats://" + addr
@@ -88,7 +136,7 @@ func crashQueue(t *testing.T, total int, point string) {
 		window = 15 * time.Second
 	}
 	serve := func(point string) chan error {
-		cmd := exec.Command(switchyardBinary(t), "serve", file, "--id", "q1", "--data", "data", "--logs", "logs",
+		cmd := exec.Command(switchyardBinary(t), "serve", g.file, "--id", "q1", "--data", "data", "--logs", "logs",
 			"--listen", addr, "--token", "out", "--admin-token", "adm", "--duplicate-window", window.String())
 		cmd.Dir = dir
 		cmd.Stderr = &logs
@@ -104,7 +152,9 @@ func crashQueue(t *testing.T, total int, point string) {
 	}
 	acked := make([]bool, total)
 	// publish sends every envelope not acknowledged yet, 512 in flight,
-	// until the server goes away; it returns how many are acknowledged.
+	// until the server goes away or refuses one (no responders: no
+	// process serves the session's intake yet); it returns how many are
+	// acknowledged.
 	publish := func(b *broker.Broker) int {
 		js := b.JetStream()
 		type inflight struct {
@@ -186,6 +236,12 @@ func crashQueue(t *testing.T, total int, point string) {
 		case <-deadline:
 			t.Fatal("serve was never killed")
 		case <-time.After(500 * time.Millisecond): // poll the store
+			if sent < total {
+				// Refused while the session was not served yet (no
+				// responders on an inbox the stream does not list).
+				sent = publish(b)
+				continue
+			}
 			if n, _ := visits(b); n < total {
 				continue
 			}
@@ -213,7 +269,17 @@ func crashQueue(t *testing.T, total int, point string) {
 	// the server would store it again, whatever the session does.
 	up := time.Since(restart)
 	t.Logf("second process up in %s (duplicate window %s)", up.Round(time.Millisecond), window)
-	require.Equal(t, total, publish(b), "every envelope acknowledged")
+	// Through the intake, what is published before the session is
+	// served again gets no responders: published again until acknowledged.
+	for acks := publish(b); acks < total; acks = publish(b) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v\n%s", err, logs.String())
+		case <-time.After(100 * time.Millisecond): // the next round
+		}
+		require.Less(t, time.Since(restart), 2*time.Minute, "%d of %d envelopes acknowledged\n%s", acks, total, logs.String())
+	}
+	t.Logf("every envelope acknowledged %s after the restart", time.Since(restart).Round(time.Millisecond))
 	var cp *session.Checkpoint
 	fired := time.After(10 * time.Minute)
 	for n := 0; n < total; {
@@ -243,6 +309,12 @@ func crashQueue(t *testing.T, total int, point string) {
 	// (What was consumed is purged from the stream: its last sequence
 	// counts what was ever stored.)
 	require.EqualValues(t, total, info.State.LastSeq, "one stored message per envelope")
+	if g.intake {
+		// The stream lists no inbox or edge: the envelopes came through the intake.
+		require.Equal(t, []string{broker.AllStored("q1")}, info.Config.Subjects, "the work stream stores what the intake republishes")
+	} else {
+		require.Contains(t, info.Config.Subjects, "sy.q1.edge.src.work", "the work stream lists the queue edge")
+	}
 	require.Empty(t, cp.Pending, "nothing left to consume")
 	// Fired once each: the journal's records consume every id once.
 	hist, err := session.History(ctx, b, "q1")
