@@ -17,11 +17,18 @@ import (
 )
 
 // journalWatch reads a session's journal entries as the serving processes
-// store them, through an ordered consumer of the session's bucket, so that
-// a test sees every record the store ever held: the journal keeps only its
-// last records (older ones are compacted), so a long run's history alone
-// cannot show that each envelope was consumed once. It follows one process
-// at a time (follow) and goes on after the next from where it stopped.
+// store them, so that a test sees every record the store ever held: the
+// journal keeps only its last records (older ones are compacted), so a long
+// run's history alone cannot show that each envelope was consumed once.
+//
+// The server itself copies the entries, as they are stored, into a stream
+// of the test's (journalCopy, sourced from the session's bucket): a reader
+// in the test process, slowed by the race detector on a loaded machine,
+// fell more than the journal's kept records behind a flood and lost
+// records to compaction before it read them. The copy keeps them all, and
+// survives the server's restarts with the rest of the store. The watch
+// reads the copy, one process at a time (follow), and goes on after the
+// next from where it stopped.
 type journalWatch struct {
 	session string
 
@@ -47,23 +54,36 @@ func (w *journalWatch) follow(t *testing.T, b *broker.Broker) (stop func()) {
 	go func() {
 		defer close(done)
 		bucket := broker.KVName(w.session)
-		stream := "KV_" + bucket
+		stream := journalCopy(w.session)
 		for ctx.Err() == nil {
 			w.mu.Lock()
 			start := w.next
 			w.mu.Unlock()
+			// The copy is made once, before the session's bucket (a
+			// source need not exist yet); later processes find it.
+			_, err := b.JetStream().CreateStream(ctx, jetstream.StreamConfig{
+				Name:    stream,
+				Storage: jetstream.FileStorage,
+				Sources: []*jetstream.StreamSource{{Name: "KV_" + bucket, FilterSubject: "$KV." + bucket + ".journal.>"}},
+			})
+			if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				select { // the server is going away: look again
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+				continue
+			}
 			// A plain pull consumer without acknowledgements, not an
 			// ordered one: an ordered consumer whose server died retries
 			// its reset for ever, deaf to ctx.
 			cons, err := b.JetStream().CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
-				FilterSubjects:    []string{"$KV." + bucket + ".journal.>"},
 				DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 				OptStartSeq:       start,
 				AckPolicy:         jetstream.AckNonePolicy,
 				InactiveThreshold: time.Minute,
 			})
 			if err != nil {
-				select { // not made yet, or the server is going away: look again
+				select { // the server is going away: look again
 				case <-ctx.Done():
 				case <-time.After(50 * time.Millisecond):
 				}
@@ -85,6 +105,9 @@ func (w *journalWatch) follow(t *testing.T, b *broker.Broker) (stop func()) {
 	}()
 	return func() { cancel(); <-done }
 }
+
+// journalCopy is the name of the test's copy of a session's journal.
+func journalCopy(session string) string { return "TEST_JOURNAL_" + session }
 
 // take records the records of one journal entry.
 func (w *journalWatch) take(m jetstream.Msg) {
