@@ -9,18 +9,25 @@ import (
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
-// handRig is a System of session s whose node b, reading the edge a -> b,
-// is an actor that passes on every delivery it gets.
-func handRig(t *testing.T) (*System, <-chan *delivery) {
+// capturing is an actor of a new actor system that passes on every
+// message of type M it gets (up to n waiting), both stopped when t ends.
+func capturing[M any](t *testing.T, n int) (*actor.ActorSystem, *actor.PID, <-chan M) {
 	as := actor.NewActorSystem()
 	t.Cleanup(as.Shutdown)
-	got := make(chan *delivery, 1)
+	got := make(chan M, n)
 	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if d, ok := c.Message().(*delivery); ok {
-			got <- d
+		if m, ok := c.Message().(M); ok {
+			got <- m
 		}
 	}))
 	t.Cleanup(func() { as.Root.Stop(pid) })
+	return as, pid, got
+}
+
+// handRig is a System of session s whose node b, reading the edge a -> b,
+// is an actor that passes on every delivery it gets.
+func handRig(t *testing.T) (*System, <-chan *delivery) {
+	as, pid, got := capturing[*delivery](t, 1)
 	return &System{cfg: Config{SessionID: "s"}, root: as.Root, storedPrefix: "sy.s.w.",
 		routes: map[string]route{"sy.s.edge.a.b": {node: "b", pid: pid}}}, got
 }

@@ -17,15 +17,7 @@ import (
 // it with its io runner, and an actor standing for the node's that passes
 // on the settled messages it gets.
 func settleRig(t *testing.T) (*System, *nodeActor, *actor.PID, <-chan *settled) {
-	as := actor.NewActorSystem()
-	t.Cleanup(as.Shutdown)
-	got := make(chan *settled, 16)
-	pid := as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if m, ok := c.Message().(*settled); ok {
-			got <- m
-		}
-	}))
-	t.Cleanup(func() { as.Root.Stop(pid) })
+	as, pid, got := capturing[*settled](t, 16)
 	no := func(string) bool { return false }
 	s := &System{cfg: Config{SessionID: "s", Wants: no, Interest: no}, root: as.Root}
 	var wg sync.WaitGroup

@@ -255,10 +255,7 @@ func TestRemovedSessionLeavesNothing(t *testing.T) {
 		rep, err := s.Wait(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "success", rep.Status)
-		for _, name := range []string{broker.StreamName("gone"), broker.DeadLetterStreamName("gone"), "KV_" + broker.KVName("gone")} {
-			_, err := js.Stream(ctx, name)
-			require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
-		}
+		requireStoreGone(ctx, t, js, "gone")
 		leases, err := js.Stream(ctx, "KV_"+broker.LeaseBucket)
 		require.NoError(t, err)
 		m, err := leases.GetLastMsgForSubject(ctx, "$KV."+broker.LeaseBucket+".gone")
@@ -302,7 +299,14 @@ func TestRemovedSessionWithDeadLettersLeavesNothing(t *testing.T) {
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
-	for _, name := range []string{broker.StreamName("dlq"), broker.DeadLetterStreamName("dlq"), "KV_" + broker.KVName("dlq")} {
+	requireStoreGone(ctx, t, js, "dlq")
+}
+
+// requireStoreGone checks that none of session's streams is left: its work
+// stream, its dead letters, its bucket.
+func requireStoreGone(ctx context.Context, t *testing.T, js jetstream.JetStream, session string) {
+	t.Helper()
+	for _, name := range []string{broker.StreamName(session), broker.DeadLetterStreamName(session), "KV_" + broker.KVName(session)} {
 		_, err := js.Stream(ctx, name)
 		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
 	}
