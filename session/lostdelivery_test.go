@@ -226,16 +226,20 @@ func (l *lossRig) once(texts ...string) {
 // meanwhile (below the lost one) and one consumed after it are not run
 // again, and every envelope ends acknowledged.
 func TestDeliveryLostWithConnection(t *testing.T) {
-	t.Run("one server", func(t *testing.T) { lostWithConnection(t, newLossRig(t, "lostconn")) })
+	onOneAndThree(t, "lostconn", func(t *testing.T, l *lossRig) { lostAcrossCut(t, l, false) })
+}
+
+// onOneAndThree runs f on a loss rig of session id on one server, and
+// (not with -short) on a three-server cluster.
+func onOneAndThree(t *testing.T, id string, f func(*testing.T, *lossRig)) {
+	t.Run("one server", func(t *testing.T) { f(t, newLossRig(t, id)) })
 	t.Run("three servers", func(t *testing.T) {
 		if testing.Short() {
 			t.Skip("a three-server cluster: not with -short")
 		}
-		lostWithConnection(t, newLossRigOn(t, "lostconn3", 3))
+		f(t, newLossRigOn(t, id+"3", 3))
 	})
 }
-
-func lostWithConnection(t *testing.T, l *lossRig) { lostAcrossCut(t, l, false) }
 
 // lostAcrossCut loses e1's delivery with the connection; with more, e2 is
 // published right after the cut, while the process may still be comparing
@@ -277,16 +281,8 @@ func lostAcrossCut(t *testing.T, l *lossRig, more bool) {
 // consumer is made again once: the gap of a feed a re-creation replaced
 // is not taken for another loss.
 func TestDeliveryLostThenMore(t *testing.T) {
-	t.Run("one server", func(t *testing.T) { lostThenMore(t, newLossRig(t, "lostmore")) })
-	t.Run("three servers", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("a three-server cluster: not with -short")
-		}
-		lostThenMore(t, newLossRigOn(t, "lostmore3", 3))
-	})
+	onOneAndThree(t, "lostmore", func(t *testing.T, l *lossRig) { lostAcrossCut(t, l, true) })
 }
-
-func lostThenMore(t *testing.T, l *lossRig) { lostAcrossCut(t, l, true) }
 
 // TestDeliveryLostOnLiveConnection: one delivery never reaches the
 // process while its connection stays up (as one lost between the
