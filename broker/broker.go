@@ -298,3 +298,8 @@ func (b *Broker) Interest(subject string) bool {
 func (b *Broker) DuplicateWindow() time.Duration {
 	return cmp.Or(b.cfg.DuplicateWindow, DefaultDuplicateWindow)
 }
+
+// JournalKeep is how many journal records a durable session on this
+// broker keeps: Config.JournalKeep, or 0 for the session package's
+// default.
+func (b *Broker) JournalKeep() int { return b.cfg.JournalKeep }

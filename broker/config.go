@@ -72,9 +72,17 @@ type Config struct {
 	// journal trim). A client that retries a publish after an outage must
 	// do so within it.
 	DuplicateWindow time.Duration
+	// JournalKeep is how many journal records each durable session on
+	// this broker keeps: its history and the checkpoints a fork may start
+	// from (0: the session package's default, 4,096; at least
+	// MinJournalKeep). Older records are compacted.
+	JournalKeep int
 	// Logger receives the embedded server's log; nil discards it.
 	Logger *slog.Logger
 }
+
+// MinJournalKeep is the fewest journal records a session may keep.
+const MinJournalKeep = 64
 
 // DefaultDataDir is $XDG_STATE_HOME/switchyard, else ~/.local/state/switchyard.
 func DefaultDataDir() string {
@@ -97,6 +105,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.DuplicateWindow != 0 && c.DuplicateWindow < MinDuplicateWindow {
 		return fmt.Errorf("broker: duplicate window %s: at least %s (the server's minimum), or 0 for %s", c.DuplicateWindow, MinDuplicateWindow, DefaultDuplicateWindow)
+	}
+	if c.JournalKeep != 0 && c.JournalKeep < MinJournalKeep {
+		return fmt.Errorf("broker: journal keep %d: at least %d, or 0 for the default", c.JournalKeep, MinJournalKeep)
 	}
 	if c.URL != "" {
 		if c.Listen != "" {

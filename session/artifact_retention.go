@@ -64,6 +64,7 @@ import (
 type sweeper struct {
 	js       jetstream.JetStream
 	session  string
+	keep     uint64                                      // the records the journal keeps (journal.keep)
 	pending  func() map[string]bool                      // refs of the journal's pending envelopes
 	numbered func() numbering                            // the journal's last record numbered, and the firings storing objects
 	claim    func(name string) (release func(), ok bool) // may an object be deleted (journal.claimDelete)
@@ -85,7 +86,7 @@ type sweeper struct {
 }
 
 func newSweeper(js jetstream.JetStream, session string, jr *journal, log func(string, ...any)) *sweeper {
-	w := &sweeper{js: js, session: session, pending: jr.pendingRefs, numbered: jr.numbered, claim: jr.claimDelete, log: log,
+	w := &sweeper{js: js, session: session, keep: jr.keep, pending: jr.pendingRefs, numbered: jr.numbered, claim: jr.claimDelete, log: log,
 		kick: make(chan struct{}, 1), quit: make(chan struct{})}
 	w.wg.Add(1)
 	go w.loop()
@@ -171,7 +172,7 @@ func (w *sweeper) sweep(ctx context.Context) error {
 	// Old: what a sweep saw when the last record numbered was JournalKeep
 	// records or more before the last one written.
 	old := 0
-	for old < len(w.gens) && w.gens[old].seq+uint64(JournalKeep) <= cur {
+	for old < len(w.gens) && w.gens[old].seq+w.keep <= cur {
 		old++
 	}
 	var live map[string]bool

@@ -90,6 +90,7 @@ type journal struct {
 	clk   clock.Clock
 	graph string
 	sess  string
+	keep  uint64 // how many records the journal keeps (JournalKeep, or the broker's)
 
 	mu        sync.Mutex
 	completed []string
@@ -170,7 +171,7 @@ type journal struct {
 }
 
 func newJournal(dir, sess, graphName string, clk clock.Clock) *journal {
-	return &journal{dir: dir, clk: clk, sess: sess, graph: graphName,
+	return &journal{dir: dir, clk: clk, sess: sess, graph: graphName, keep: uint64(JournalKeep),
 		retries: map[string]int{}, outcomes: map[string]string{}, visits: map[string]int{},
 		pending: map[string]*pb.Envelope{}, ctxs: map[string]runCtx{}, status: "running"}
 }

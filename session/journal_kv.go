@@ -50,7 +50,8 @@ const snapshotEvery = 1024
 // are the last JournalKeep commits, and the snapshot holds the state
 // before them. Without a bound a session running for weeks would grow its
 // bucket, and the server's per-subject index in memory, by a key per
-// commit. Older records are purged every compactEvery records.
+// commit. Older records are purged every compactEvery records. A broker
+// may say otherwise for its sessions (broker.Config.JournalKeep).
 var JournalKeep = 4096
 
 // compactEvery is how many records pass between two purges of the records
@@ -125,7 +126,7 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 // before this process wrote that far, the last JournalKeep entries are
 // kept (keep; at least as many records). j.wmu held.
 func (j *journal) compactPlanLocked(last uint64) (below, keep uint64) {
-	from := last - uint64(JournalKeep) + 1
+	from := last - j.keep + 1
 	at := -1
 	for i, w := range j.written {
 		if w.first > from {
@@ -134,7 +135,7 @@ func (j *journal) compactPlanLocked(last uint64) (below, keep uint64) {
 		at = i
 	}
 	if at < 0 {
-		return 0, uint64(JournalKeep)
+		return 0, j.keep
 	}
 	below = j.written[at].stream
 	j.written = append(j.written[:0], j.written[at:]...)
@@ -837,8 +838,8 @@ func LoadCheckpoint(ctx context.Context, b *broker.Broker, session string, upTo 
 	if upTo > 0 && j.seq < upTo {
 		// A checkpoint before the snapshot: its records must still be kept.
 		if first, err := firstRecord(ctx, b.JetStream(), kv); err == nil && first > j.seq+1 {
-			return nil, fmt.Errorf("session %s: checkpoint %d is no longer kept: the journal keeps its last %d records (from %d)",
-				session, upTo, JournalKeep, first)
+			return nil, fmt.Errorf("session %s: checkpoint %d is no longer kept: the journal keeps only its last records (from %d)",
+				session, upTo, first)
 		}
 	}
 	for upTo == 0 || j.seq < upTo {

@@ -35,7 +35,7 @@ type taken struct {
 	ctx     context.Context
 	recs    []pendingRecord
 	snap    *Checkpoint       // the state after the last record, when a snapshot is due
-	compact uint64            // purge the records older than JournalKeep before this one, covered by a stored snapshot (0: not now)
+	compact uint64            // purge the records older than the kept ones (journal.keep) before this one, covered by a stored snapshot (0: not now)
 	floors  map[string]uint64 // trim the work stream below these (nil: not now)
 	snapErr bool              // the error came from the snapshot, not a record
 	entries []entry           // the records as written
@@ -153,7 +153,7 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 		if t.snap != nil {
 			bound = last
 		}
-		if bound > uint64(JournalKeep) {
+		if bound > j.keep {
 			t.compact = bound
 		}
 		t.floors = copyMap(j.floors)

@@ -342,6 +342,24 @@ func TestJournalCompaction(t *testing.T) {
 	require.ErrorContains(t, err, "checkpoint 5 is no longer kept")
 }
 
+// TestJournalKeepOfTheBroker: a broker's JournalKeep (serve
+// --journal-keep) says how many records its sessions keep, over the
+// package's default.
+func TestJournalKeepOfTheBroker(t *testing.T) {
+	defer session.SetJournalKeep(50, 64)()
+	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.JournalKeep = 300 }))
+	const n = 900
+	s := echoFlood(t, b, "jkeep", n, nil)
+	s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	hist, err := session.History(ctx, b, "jkeep")
+	require.NoError(t, err)
+	require.Greater(t, hist[0].Seq, uint64(1), "older records were compacted")
+	require.GreaterOrEqual(t, len(hist), 300, "the broker's 300 records are kept, not the default's 50")
+	require.LessOrEqual(t, len(hist), 300+64+64)
+}
+
 // TestSessionStallRule end to end: an agent that acknowledges different
 // events with the same reply is not stalled; the same event answered the
 // same way three times in a row is.

@@ -539,6 +539,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		s.lease = cl // released by closeEvents, on every path from here
 	}
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
+	if k := cfg.Broker.JournalKeep(); k > 0 {
+		s.jr.keep = uint64(k)
+	}
 	if cfg.Checkpoint != nil {
 		s.jr.policy = *cfg.Checkpoint
 		s.jr.cleanup = !cfg.Checkpoint.Retain

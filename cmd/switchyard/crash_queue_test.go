@@ -137,7 +137,8 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	}
 	serve := func(point string) chan error {
 		cmd := exec.Command(switchyardBinary(t), "serve", g.file, "--id", "q1", "--data", "data", "--logs", "logs",
-			"--listen", addr, "--token", "out", "--admin-token", "adm", "--duplicate-window", window.String())
+			"--listen", addr, "--token", "out", "--admin-token", "adm", "--duplicate-window", window.String(),
+			"--journal-keep", strconv.Itoa(watchKeep))
 		cmd.Dir = dir
 		cmd.Stderr = &logs
 		cmd.Env = os.Environ()

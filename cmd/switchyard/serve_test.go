@@ -275,3 +275,13 @@ func TestServeDuplicateWindowFlag(t *testing.T) {
 		require.Contains(t, errOut, "--duplicate-window "+v+": at least 100ms")
 	}
 }
+
+// TestServeJournalKeepFlag: serve refuses to keep fewer journal records
+// than a session needs.
+func TestServeJournalKeepFlag(t *testing.T) {
+	for _, v := range []string{"10", "-1"} {
+		code, _, errOut := cli(t, "serve", "testdata/queue.dot", "--journal-keep", v)
+		require.Equal(t, 2, code, "%s: %s", v, errOut)
+		require.Contains(t, errOut, "--journal-keep "+v+": at least 64")
+	}
+}
