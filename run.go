@@ -45,7 +45,11 @@ func Run(ctx context.Context, g *Graph, in Message, opts ...Option) (*Report, er
 // notStarted is the report of a session that could not be started: every
 // node skipped.
 func (e *Execution) notStarted(err error) *Report {
-	rep := &Report{SessionID: e.cfg.id, Status: "fail", Reason: err.Error()}
+	id := e.cfg.id
+	if se := (*session.StartError)(nil); errors.As(err, &se) {
+		id = se.ID // the id the session was given
+	}
+	rep := &Report{SessionID: id, Status: "fail", Reason: err.Error()}
 	if e.g != nil {
 		for _, n := range e.g.Nodes {
 			rep.Nodes = append(rep.Nodes, NodeReport{Node: n.ID, Status: NodeSkipped})
@@ -125,9 +129,10 @@ func start(ctx context.Context, g *Graph, in *Message, resumeID string, opts []O
 	}
 	if resumeID != "" {
 		cfg.id = resumeID
-	} else if cfg.id == "" {
-		cfg.id = session.NewID()
 	}
+	// Without WithSessionID the session names itself: a durable pipeline
+	// may then take a store made ahead for it, id and all (session's
+	// prepared stores).
 	ex := &Execution{cfg: cfg, stream: stream, outputs: map[string]string{}, errs: map[string]string{},
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 	built, err := g.Build()

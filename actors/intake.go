@@ -53,6 +53,15 @@ func (s *System) narrowStream(subjects map[string]bool) error {
 	return s.narrowStreamFrom(nil, subjects)
 }
 
+// ListInbound sets the durable session's work stream to the subjects its
+// graph's inbound subjects call for (broker.WorkSubjects): a session that
+// started in ingress mode on a prepared store (Config.Ingress) lists them
+// before its process lets go of it, so that outside input is stored while
+// no process serves it. It does nothing when they are set.
+func (s *System) ListInbound() error {
+	return s.narrowStream(s.topo.Load().subjects)
+}
+
 // narrowStreamFrom is narrowStream of a stream whose subjects are current
 // (nil: not known): when they are already the ones to set, nothing is sent.
 func (s *System) narrowStreamFrom(current []string, subjects map[string]bool) error {

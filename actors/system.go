@@ -69,6 +69,13 @@ type Config struct {
 	// Consumer, when not nil, is the session's consumer the caller made
 	// on the work stream it just made (NewConsumer): New makes none.
 	Consumer jetstream.Consumer
+	// Ingress says the session's work stream was made storing its Stored
+	// subjects only, before its graph was known (broker.Ingress: a
+	// prepared store): the session starts in ingress mode — its outside
+	// input goes through its intake — whatever the number of its inbound
+	// subjects, until ListInbound (or a live edit) sets the stream's
+	// subjects for them. StreamSubjects is not read.
+	Ingress bool
 	// StreamSubjects, when not nil, are the subjects the session's work
 	// stream has (the session just made it, or found it, under its lease):
 	// when they are what the graph needs, New sets nothing on the stream
@@ -358,7 +365,12 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if cfg.Consume {
-		if err = s.narrowStreamFrom(cfg.StreamSubjects, s.topo.Load().subjects); err == nil {
+		if cfg.Ingress {
+			s.ingress.Store(true)
+		} else {
+			err = s.narrowStreamFrom(cfg.StreamSubjects, s.topo.Load().subjects)
+		}
+		if err == nil {
 			err = s.createConsumer()
 		}
 	} else {

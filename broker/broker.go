@@ -46,8 +46,30 @@ type Broker struct {
 		replicas int
 	}
 
+	// onClose is what Close runs first, last registered first (OnClose).
+	onClose struct {
+		mu     sync.Mutex
+		fs     []func()
+		closed bool
+	}
+
 	once sync.Once
 	err  error
+}
+
+// OnClose registers f to run when Close is called, before the connection
+// drains: what a package keeps per broker (the session package's prepared
+// stores) is let go of while the broker still works. The functions run
+// last registered first. It returns false, and does not register f, once
+// Close has begun.
+func (b *Broker) OnClose(f func()) bool {
+	b.onClose.mu.Lock()
+	defer b.onClose.mu.Unlock()
+	if b.onClose.closed {
+		return false
+	}
+	b.onClose.fs = append(b.onClose.fs, f)
+	return true
 }
 
 // Start starts the embedded server (cfg.URL empty) or connects to the
@@ -238,6 +260,13 @@ func (b *Broker) ClientURL() string {
 // docs/performance.md).
 func (b *Broker) Close() error {
 	b.once.Do(func() {
+		b.onClose.mu.Lock()
+		fs := b.onClose.fs
+		b.onClose.fs, b.onClose.closed = nil, true
+		b.onClose.mu.Unlock()
+		for i := len(fs) - 1; i >= 0; i-- {
+			fs[i]()
+		}
 		if b.nc != nil {
 			err := b.nc.Drain()
 			switch {

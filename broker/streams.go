@@ -40,6 +40,7 @@ type options struct {
 	only     bool
 	made     *bool
 	dupes    time.Duration
+	ingress  bool
 }
 
 // Replicas asks for n copies of each resource (streams, KV buckets, the
@@ -56,6 +57,13 @@ func Replicas(n int) Option { return func(o *options) { o.replicas = n } }
 func Inbound(subjects []string) Option {
 	return func(o *options) { o.inbound = subjects }
 }
+
+// Ingress makes EnsureSessionStream store the session's Stored subjects
+// only, whatever its graph (what WorkSubjects gives past
+// MaxListedSubjects): a store made before its graph is known (a session's
+// prepared store), whose outside input goes through the serving session's
+// intake until SetInbound lists its subjects.
+func Ingress() Option { return func(o *options) { o.ingress = true } }
 
 // Duplicates sets the work stream's duplicate window (0:
 // DefaultDuplicateWindow): Broker.DuplicateWindow gives the store's.
@@ -262,6 +270,9 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 	}
 	o := newOptions(opts)
 	subjects, _ := WorkSubjects(session, o.inbound)
+	if o.ingress {
+		subjects = []string{AllStored(session)}
+	}
 	s, err := o.ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamName(session),
 		Description: "switchyard session " + session + ": edges, inboxes",

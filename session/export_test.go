@@ -140,3 +140,34 @@ func TrimWork(s *Session) error {
 	_, err := trimWork(s)
 	return err
 }
+
+// PreparedNext waits for the store the broker prepares for its next
+// durable pipeline start and returns its id ("" when none is prepared).
+func PreparedNext(b *broker.Broker) string {
+	p := preparerOf(b)
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	next := p.next
+	p.mu.Unlock()
+	if next == nil {
+		return ""
+	}
+	<-next.ready
+	if next.err != nil {
+		return ""
+	}
+	return next.id
+}
+
+// TookPrepared says whether the session took a prepared store.
+func TookPrepared(s *Session) bool { return s.prepared != nil }
+
+// SetPreparedBurst changes how close two starts must be for the next
+// one's store to be prepared; the returned function restores it.
+func SetPreparedBurst(d time.Duration) (restore func()) {
+	old := preparedBurst
+	preparedBurst = d
+	return func() { preparedBurst = old }
+}

@@ -165,7 +165,40 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 		}
 		removed = append(removed, s.ID)
 	}
+	if !dryRun {
+		errs = append(errs, removeUnrecorded(ctx, b))
+	}
 	return removed, errors.Join(errs...)
+}
+
+// removeUnrecorded removes the stores no session recorded (a bucket
+// without session.meta) that no live process holds: what a start killed
+// before it recorded its session left, and the store a killed process had
+// prepared for its next pipeline (prepared.go). A start under way, or a
+// store prepared by a live process, holds its lease and is left alone.
+func removeUnrecorded(ctx context.Context, b *broker.Broker) error {
+	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
+	names := b.JetStream().KeyValueStoreNames(ctx)
+	var ids []string
+	for name := range names.Name() {
+		if id, ok := strings.CutPrefix(name, prefix); ok && broker.ValidToken(id) {
+			ids = append(ids, id)
+		}
+	}
+	if err := names.Error(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, id := range ids {
+		if _, err := ReadMeta(ctx, b, id); !errors.Is(err, ErrNoCheckpoint) {
+			continue // recorded (or unreadable: left alone)
+		}
+		var held *HeldError
+		if err := RemoveUnrecorded(ctx, b, id); err != nil && !errors.As(err, &held) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // RemoveUnrecorded removes what an interrupted start of session id may

@@ -122,6 +122,10 @@ type Config struct {
 	// session's first event (nothing outside the process has heard of the
 	// session before it publishes there).
 	NoSubscribeFlush bool
+	// prepared is the store made ahead that start took for this session
+	// (prepared.go).
+	prepared *preparedStore
+
 	// Replicas is how many copies JetStream keeps of a durable session's
 	// stream, buckets and object store (3 on a cluster survives the loss of
 	// a server); 0 takes the graph's replicas attribute, else 1. Resources
@@ -191,6 +195,11 @@ type Session struct {
 	// deadLetters is set once the session asked for its dead-letter
 	// stream (it is made before the first dead letter).
 	deadLetters atomic.Bool
+	// prepared is set when the session took a store made ahead for it
+	// (prepared.go): its stream lists its subjects when the session is
+	// left unfinished, and a successful session's removal is that
+	// preparer's, in the background.
+	prepared *preparer
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -204,6 +213,17 @@ func (s *Session) abandon() {
 		_ = broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id)
 	}
 }
+
+// StartError is the error of a Start that failed: the session's id (the
+// one given, or the one it was given) and why. Nothing of a session that
+// failed to start stays in the store.
+type StartError struct {
+	ID  string
+	Err error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
 
 // NewID returns a fresh session id.
 func NewID() string {
@@ -232,7 +252,24 @@ func Create(ctx context.Context, cfg Config) error {
 	return err
 }
 
-func start(ctx context.Context, cfg Config, run bool) (*Session, error) {
+func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
+	// A durable pipeline started with a generated id may take a store made
+	// ahead for it, id and all (prepared.go).
+	if run && preparable(&cfg, false) {
+		if p := preparerOf(cfg.Broker); p != nil {
+			if ps := p.take(&cfg); ps != nil {
+				cfg.ID, cfg.prepared = ps.id, ps
+			}
+		}
+	}
+	if cfg.ID == "" {
+		cfg.ID = NewID()
+	}
+	defer func() {
+		if err != nil {
+			err = &StartError{ID: cfg.ID, Err: err}
+		}
+	}()
 	s, err := newSession(cfg)
 	if err != nil {
 		return nil, err
@@ -492,6 +529,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if cfg.Graph == nil || cfg.Broker == nil {
 		return fail(errors.New("session: Config needs Graph and Broker"))
 	}
+	// A store made ahead for this start (start, prepared.go): its lease,
+	// bucket, work stream and consumer.
+	var prepared *preparer
+	if ps := cfg.prepared; ps != nil && cl == nil && cp == nil {
+		prepared, cl, early = ps.p, ps.lease, ps.early
+	}
 	if cfg.ID == "" {
 		cfg.ID = NewID()
 	}
@@ -538,6 +581,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if cl != nil {
 		s.lease = cl // released by closeEvents, on every path from here
 	}
+	s.prepared = prepared
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
 	if k := cfg.Broker.JournalKeep(); k > 0 {
 		s.jr.keep = uint64(k)
@@ -644,6 +688,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			return nil, fmt.Errorf("session: stream: %w", err)
 		}
 		acfg.Consumer = cons
+		acfg.Ingress = prepared != nil // made before its graph was known
 		if info := work.CachedInfo(); info != nil {
 			if info.State.Consumers == 0 {
 				acfg.NoConsumer = true // just made, or left without one
@@ -954,6 +999,7 @@ func (s *Session) Stop() {
 				// Watchers learn that a session that did not complete stopped.
 				s.sys.Emit(&pb.Event{Kind: "session.stopped", Message: "stopped before completing"})
 			}
+			s.listInbound()
 			s.sys.Stop()
 			if err := s.jr.flush(); err != nil {
 				s.cfg.Logger.Warn("session: writing the last checkpoint records", "session", s.id, "err", err)
@@ -975,6 +1021,25 @@ func (s *Session) Stop() {
 		s.closeEvents()
 		s.cleanup()
 	})
+}
+
+// listInbound makes the work stream of a session that took a prepared
+// store, and did not complete, list its inbound subjects before its
+// process lets go of it (prepared.go): outside input is then stored while
+// nobody serves it. A failure leaves it to the resume, which lists them
+// at its start.
+func (s *Session) listInbound() {
+	if s.prepared == nil || s.placed || s.leaseGone.Load() {
+		return
+	}
+	select {
+	case <-s.done:
+		return // completed: its work stream goes (releaseFinished, cleanup)
+	default:
+	}
+	if err := s.sys.ListInbound(); err != nil {
+		s.cfg.Logger.Warn("session: listing the inbound subjects of its work stream", "session", s.id, "err", err)
+	}
 }
 
 // releaseFinished gives up what a session that is over (completed, or
@@ -1048,7 +1113,6 @@ func (s *Session) cleanup() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var known []broker.DeleteOption
 	if s.created {
 		known = append(known, broker.NotArchived()) // made here, run to its end here
@@ -1059,9 +1123,19 @@ func (s *Session) cleanup() {
 	if s.lease != nil && s.lease.purged {
 		known = append(known, broker.LeasePurged())
 	}
-	if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, known...); err != nil {
-		s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
+	remove := func() {
+		if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, known...); err != nil {
+			s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
+		}
 	}
+	if s.prepared != nil && s.prepared.removeLater(func() {
+		defer cancel()
+		remove()
+	}) {
+		return // in the background: the broker's Close waits for it
+	}
+	defer cancel()
+	remove()
 }
 
 func (s *Session) closeEvents() {
@@ -1158,6 +1232,7 @@ func hasPoolNodes(g *graph.Graph) bool {
 // (broker.CreateOnly): one left by an interrupted start is written over
 // after the checks, as before.
 type earlyStream struct {
+	ingress bool          // a prepared store's: it stores the Stored subjects only (broker.Ingress)
 	done    chan struct{} // closed when made (nil: not started)
 	made    bool          // the stream was made here
 	st      jetstream.Stream
@@ -1173,9 +1248,12 @@ func (e *earlyStream) start(cfg Config) {
 	go func() {
 		defer close(e.done)
 		js := cfg.Broker.JetStream()
+		subjects := broker.Ingress()
+		if !e.ingress {
+			subjects = broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))
+		}
 		st, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.CreateOnly(),
-			broker.Replicas(cfg.replicas()), broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph)),
-			broker.Duplicates(cfg.Broker.DuplicateWindow()))
+			broker.Replicas(cfg.replicas()), subjects, broker.Duplicates(cfg.Broker.DuplicateWindow()))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			e.existed = true
 			return

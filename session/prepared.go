@@ -1,0 +1,270 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/clock"
+)
+
+// Prepared stores. Making a new durable session's store — its lease, its
+// bucket with the owner's mark and the signing key, its work stream and the
+// stream's consumer — is a dozen round trips and the server's mkdir and
+// file creation: about 3 ms, more than half of a 10-node durable pipeline's
+// Run, and removing a successful one's is another 0.5 ms. A process that
+// starts durable pipelines one after another (a service running one per
+// request, a batch, a loop over inputs) pays both on every Run's critical
+// path. So a broker that saw two durable pipeline starts within
+// preparedBurst of each other has the store of the next one made ahead, in
+// the background, each time such a start takes the one made for it:
+//
+//   - under a fresh id (NewID), the id of the start that takes it: only a
+//     start whose id is generated may (Config.ID empty), with the real
+//     clock, the default lease TTL and the same replicas;
+//   - leased by this process, and renewed while it waits, like a session's
+//     lease: no other process takes it, and `gc` (RemoveUnrecorded) leaves
+//     it alone while this process lives;
+//   - its work stream made before its graph is known, so it stores the
+//     session's Stored subjects (broker.Ingress): outside input reaches the
+//     session through its intake while this process serves it, checked
+//     there as past broker.MaxListedSubjects, and a session that is left
+//     unfinished lists its inbound subjects when its process lets go of it
+//     (Stop; a resume lists them at its start), so outside input is stored
+//     while nobody serves it. A process killed meanwhile leaves publishers
+//     "no responders" until the session is resumed: nothing acknowledged
+//     is lost.
+//
+// The store of a successful session that took a prepared one is removed
+// in the background as well (cleanup). The broker's Close waits for those
+// removals and removes a store prepared and never taken. A process killed
+// with one prepared leaves a store no session recorded (no session.meta):
+// no listing shows it; `gc` removes it once its lease expired, and so does
+// a resume of its id.
+//
+// A single start (the CLI's `run`) prepares nothing.
+
+// preparedBurst is how close two durable pipeline starts of a broker must
+// be for it to prepare the next one's store.
+var preparedBurst = 2 * time.Second
+
+// preparedStore is a store made ahead for the next durable pipeline start.
+type preparedStore struct {
+	p        *preparer
+	id       string
+	replicas int
+	ready    chan struct{} // closed when made (or failed)
+	lease    *lease
+	early    *earlyStream
+	err      error
+	// The lease's renewal while the store waits; stopped when taken.
+	stop, done chan struct{}
+	lost       bool // the renewal found the lease taken (set before done closes)
+}
+
+// preparer makes the prepared stores of one broker.
+type preparer struct {
+	b *broker.Broker
+
+	mu     sync.Mutex
+	next   *preparedStore // made or being made; nil: none
+	last   time.Time      // when the last durable pipeline start asked
+	closed bool
+	wg     sync.WaitGroup // preparations and background removals
+}
+
+// preparers holds each broker's preparer (*broker.Broker → *preparer),
+// dropped at the broker's Close.
+var preparers sync.Map
+
+// preparerOf is b's preparer, made and registered with b's Close on first
+// use; nil once b is closing.
+func preparerOf(b *broker.Broker) *preparer {
+	if p, ok := preparers.Load(b); ok {
+		return p.(*preparer)
+	}
+	p := &preparer{b: b}
+	if actual, loaded := preparers.LoadOrStore(b, p); loaded {
+		return actual.(*preparer)
+	}
+	if !b.OnClose(func() { p.close(); preparers.Delete(b) }) {
+		preparers.Delete(b)
+		return nil
+	}
+	return p
+}
+
+// preparable says whether a start of cfg may take a prepared store: a new
+// durable pipeline (not a long-lived reactive session, whose start cost
+// does not matter, nor a fork or a resume) with a generated id, the real
+// clock and the default lease.
+func preparable(cfg *Config, resumed bool) bool {
+	return cfg.Durable && !resumed && cfg.ForkOf == "" && cfg.ID == "" && cfg.Clock == nil &&
+		cfg.LeaseTTL == 0 && cfg.Graph != nil && cfg.Graph.Kind() != "session" && cfg.Broker != nil &&
+		cfg.Broker.JetStream() != nil
+}
+
+// take returns the store prepared for a start of cfg, waiting for it if
+// it is being made, or nil (the start makes its own); and starts making
+// the next one when starts come in a burst. A store taken has its lease
+// held and no longer renewed here: the session renews it.
+func (p *preparer) take(cfg *Config) *preparedStore {
+	n := cfg.replicas()
+	now := time.Now()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	got := p.next
+	p.next = nil
+	burst := !p.last.IsZero() && now.Sub(p.last) < preparedBurst
+	p.last = now
+	if got != nil || burst {
+		p.next = p.prepareLocked(n)
+	}
+	p.mu.Unlock()
+	if got == nil {
+		return nil
+	}
+	<-got.ready
+	if got.err == nil && got.replicas == n {
+		close(got.stop)
+		<-got.done
+		if !got.lost {
+			return got
+		}
+		got.err = ErrLeaseLost
+	}
+	p.discard(got)
+	return nil
+}
+
+// prepareLocked starts making a store with n replicas (p.mu held).
+func (p *preparer) prepareLocked(n int) *preparedStore {
+	ps := &preparedStore{p: p, id: NewID(), replicas: n, ready: make(chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}), early: &earlyStream{ingress: true}}
+	p.wg.Add(1)
+	go func() { // owned by p: close waits for it
+		defer p.wg.Done()
+		defer close(ps.ready)
+		cfg := Config{ID: ps.id, Broker: p.b, Durable: true, Clock: clock.Real(), Replicas: n,
+			Logger: slog.New(slog.DiscardHandler)}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := claimThen(ctx, &cfg, true, func() { ps.early.start(cfg) }, broker.Fresh())
+		ps.early.wait()
+		if err == nil {
+			_, _, err = ps.early.result()
+		}
+		if err == nil && !l.made {
+			// NewID met another session's id: its store is not ours to remove.
+			l.release()
+			ps.early.drop(cfg)
+			ps.err = errors.New("session: a prepared store's id was taken")
+			close(ps.done)
+			return
+		}
+		if err != nil {
+			ps.err = err
+			if l != nil {
+				p.remove(ps.id, l)
+			} else {
+				ps.early.drop(cfg)
+			}
+			close(ps.done)
+			return
+		}
+		ps.lease = l
+		go ps.renew() // owned by ps: take or discard stops it
+	}()
+	return ps
+}
+
+// renew renews the prepared store's lease every third of its TTL until
+// stop is closed, or the lease is found taken.
+func (ps *preparedStore) renew() {
+	defer close(ps.done)
+	tick := time.NewTicker(ps.lease.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ps.stop:
+			return
+		case <-tick.C:
+		}
+		if err := ps.lease.renewOnce(); errors.Is(err, ErrLeaseLost) {
+			ps.lost = true
+			<-ps.stop
+			return
+		}
+	}
+}
+
+// discard removes a prepared store that no start takes (in the
+// background; close waits for it).
+func (p *preparer) discard(ps *preparedStore) {
+	<-ps.ready
+	if ps.lease == nil {
+		return // failed: removed when it failed
+	}
+	select {
+	case <-ps.stop:
+	default:
+		close(ps.stop)
+	}
+	<-ps.done
+	if ps.lost {
+		return // another process took its id: its to remove
+	}
+	if !p.removeLater(func() { p.remove(ps.id, ps.lease) }) {
+		p.remove(ps.id, ps.lease) // closing: removed now
+	}
+}
+
+// remove deletes the store of a session id that nothing recorded, and its
+// lease l.
+func (p *preparer) remove(id string, l *lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l.purge = true
+	l.release()
+	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters()}
+	if l.purged {
+		opts = append(opts, broker.LeasePurged())
+	}
+	_ = broker.DeleteSession(ctx, p.b.JetStream(), id, opts...)
+}
+
+// removeLater runs a successful session's removal in the background;
+// false when the broker is closing (the caller removes it itself).
+func (p *preparer) removeLater(f func()) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.wg.Add(1)
+	go func() { // owned by p: close waits for it
+		defer p.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// close removes the store prepared and not taken and waits for every
+// preparation and removal under way: the broker is closing.
+func (p *preparer) close() {
+	p.mu.Lock()
+	p.closed = true
+	next := p.next
+	p.next = nil
+	p.mu.Unlock()
+	if next != nil {
+		p.discard(next) // closed: removed here
+	}
+	p.wg.Wait()
+}

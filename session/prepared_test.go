@@ -1,0 +1,191 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+const preparedPipeline = `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
+
+// storeNames lists the session buckets and work streams the store holds.
+func storeNames(t *testing.T, b *broker.Broker) (buckets, streams []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kvs := b.JetStream().KeyValueStoreNames(ctx)
+	for name := range kvs.Name() {
+		if strings.HasPrefix(name, broker.KVName("")) {
+			buckets = append(buckets, name)
+		}
+	}
+	require.NoError(t, kvs.Error())
+	sts := b.JetStream().StreamNames(ctx)
+	for name := range sts.Name() {
+		if strings.HasPrefix(name, broker.StreamName("")) && name != "SY_WORK" {
+			streams = append(streams, name)
+		}
+	}
+	require.NoError(t, sts.Err())
+	return buckets, streams
+}
+
+// TestPreparedStoresInABurst: a process that starts durable pipelines one
+// after another has each next one's store made ahead. The first two starts
+// make their own; the second prepares the third's, which takes it (its id
+// is the prepared store's), runs to its end and is removed like any other;
+// the broker's Close removes the store prepared for a fourth, so the store
+// is left with no session, recorded or not.
+func TestPreparedStoresInABurst(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	dir := t.TempDir()
+	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	start := func() *session.Session {
+		cfg := r.durable(preparedPipeline, "")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := session.Start(ctx, cfg)
+		require.NoError(t, err)
+		rep, err := s.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "success", rep.Status, rep.Reason)
+		return s
+	}
+	s1 := start()
+	require.False(t, session.TookPrepared(s1))
+	require.Empty(t, session.PreparedNext(r.broker), "one start prepares nothing")
+	s2 := start()
+	require.False(t, session.TookPrepared(s2))
+	next := session.PreparedNext(r.broker)
+	require.NotEmpty(t, next, "the second start of a burst prepares the third's store")
+	buckets, streams := storeNames(t, r.broker)
+	require.Contains(t, buckets, broker.KVName(next))
+	require.Contains(t, streams, broker.StreamName(next))
+	s3 := start()
+	require.True(t, session.TookPrepared(s3))
+	require.Equal(t, next, s3.ID(), "the third start took the prepared store, id and all")
+	fourth := session.PreparedNext(r.broker)
+	require.NotEmpty(t, fourth)
+	require.NotEqual(t, next, fourth)
+
+	// An explicit id, another clock: the prepared store is not theirs.
+	cfg := r.durable(preparedPipeline, "named")
+	cfg.Checkpoint = &session.CheckpointPolicy{}
+	rep := r.runConfig(cfg)
+	require.Equal(t, "success", rep.Status)
+	require.Equal(t, fourth, session.PreparedNext(r.broker), "still there for the next generated id")
+
+	require.NoError(t, r.broker.Close())
+	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	buckets, streams = storeNames(t, b)
+	require.Empty(t, buckets, "every session's store removed, and the one prepared for a fourth start")
+	require.Empty(t, streams)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := session.List(ctx, b)
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+// TestPreparedStoreListedWhenLeftUnfinished: a pipeline on a prepared
+// store takes its outside input through its intake while it is served
+// (the stream stores the session's Stored subjects only); stopped before
+// its end, it lists its inbound subjects, so that what an outside client
+// publishes while no process serves it is stored and acknowledged.
+func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	r := newRun(t)
+	started := make(chan struct{}, 1)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			started <- struct{}{}
+			<-ctx.Done() // until the session stops
+			return nil, ctx.Err()
+		})})
+	}
+	for range 2 {
+		cfg := r.durable(preparedPipeline, "")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		require.Equal(t, "success", r.runConfig(cfg).Status)
+	}
+	id := session.PreparedNext(r.broker)
+	require.NotEmpty(t, id)
+	cfg := r.durable(`digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	require.Equal(t, id, s.ID())
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("node a never started")
+	}
+	st, err := r.broker.JetStream().Stream(ctx, broker.StreamName(id))
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{broker.AllStored(id)}, info.Config.Subjects, "served: the intake takes outside input")
+	// Served: an inbox the graph does not have is refused by the intake.
+	env := &pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "hello"}}
+	data, err := proto.Marshal(env)
+	require.NoError(t, err)
+	_, err = r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "nope"), data)
+	require.Error(t, err, "no node nope")
+
+	s.Stop()
+	info, err = st.Info(ctx)
+	require.NoError(t, err)
+	require.Contains(t, info.Config.Subjects, broker.NodeIn(id, "a"), "left unfinished: the stream lists its inboxes")
+	require.NotContains(t, info.Config.Subjects, broker.AllStored(id))
+	ack, err := r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "a"), data, jetstream.WithMsgID(env.Id))
+	require.NoError(t, err, "stored while nobody serves it")
+	require.Equal(t, broker.StreamName(id), ack.Stream)
+}
+
+// TestGCRemovesUnrecordedStores: `gc` removes what no session recorded
+// and no live process holds — a start killed before it recorded its
+// session, a killed process's prepared store — and leaves a live
+// process's prepared store alone.
+func TestGCRemovesUnrecordedStores(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	_, err := broker.SessionKV(ctx, js, "orphan", r.broker.Storage())
+	require.NoError(t, err)
+	_, err = broker.EnsureSessionStream(ctx, js, "orphan", r.broker.Storage())
+	require.NoError(t, err)
+	for range 2 {
+		cfg := r.durable(preparedPipeline, "")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		require.Equal(t, "success", r.runConfig(cfg).Status)
+	}
+	live := session.PreparedNext(r.broker)
+	require.NotEmpty(t, live)
+
+	removed, err := session.GC(ctx, r.broker, time.Hour, time.Now(), false)
+	require.NoError(t, err)
+	require.Empty(t, removed, "no recorded session was old enough")
+	buckets, streams := storeNames(t, r.broker)
+	require.NotContains(t, buckets, broker.KVName("orphan"))
+	require.NotContains(t, streams, broker.StreamName("orphan"))
+	require.Contains(t, buckets, broker.KVName(live), "held by this live process")
+	require.Contains(t, streams, broker.StreamName(live))
+	_, err = js.Stream(ctx, broker.StreamName("orphan"))
+	require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%v", err)
+}
