@@ -189,3 +189,51 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	_, err = js.Stream(ctx, broker.StreamName("orphan"))
 	require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%v", err)
 }
+
+// TestPreparedStoreResumes: a pipeline that took a prepared store and was
+// interrupted resumes like any other: its stream lists its subjects and it
+// runs to its end.
+func TestPreparedStoreResumes(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	r := newRun(t)
+	block := make(chan struct{})
+	started := make(chan struct{}, 1)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			select {
+			case <-block: // the resume's firing
+				return &nodes.Outcome{Status: nodes.StatusSuccess, Response: "done"}, nil
+			default:
+			}
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+	}
+	for range 2 {
+		cfg := r.durable(preparedPipeline, "")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		require.Equal(t, "success", r.runConfig(cfg).Status)
+	}
+	before := len(r.visits())
+	src := `digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, r.durable(src, ""))
+	require.NoError(t, err)
+	require.True(t, session.TookPrepared(s))
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("node a never started")
+	}
+	s.Stop()
+	close(block)
+	cfg := r.durable(src, s.ID())
+	s2, err := session.Resume(ctx, cfg)
+	require.NoError(t, err)
+	rep, err := s2.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, []string{"start", "a", "exit"}, r.visits()[before:], "start ran once, a's interrupted firing again, then exit")
+}
