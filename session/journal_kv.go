@@ -322,6 +322,11 @@ const (
 type entry struct {
 	first, last uint64
 	data        []byte
+	// key, when set, is the bucket key the entry is written under instead
+	// of a record's (a new session's graph and record of itself, written
+	// with its first record: recordStart); point is a kill point reached
+	// once the entry is sent.
+	key, point string
 }
 
 // entries marshals a batch into journal entries: the records queued during
@@ -411,7 +416,11 @@ func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
 	sent := 0
 	first := j.acks.next
 	for i, r := range batch {
-		m := &nats.Msg{Subject: subject + recordKey(r.first), Data: r.data, Header: nats.Header{}}
+		key := r.key
+		if key == "" {
+			key = recordKey(r.first)
+		}
+		m := &nats.Msg{Subject: subject + key, Data: r.data, Header: nats.Header{}}
 		if j.fence != 0 {
 			m.Header[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(j.fence+uint64(i), 10)}
 		}
@@ -419,6 +428,9 @@ func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
 			break // disconnected: the rest is written the patient way
 		}
 		sent++
+		if r.point != "" {
+			crash.Point(r.point)
+		}
 	}
 	crash.Point("batch-published")           // sent, no acknowledgement read yet
 	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
@@ -433,13 +445,21 @@ func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
 				if j.fence != 0 {
 					j.fence = seq
 				}
-				j.written = append(j.written, writtenEntry{first: r.first, stream: seq})
+				if r.key == "" {
+					j.written = append(j.written, writtenEntry{first: r.first, stream: seq})
+				}
 				continue
 			}
 			// Refused, or no answer in time: this one and the rest are
 			// written the patient way (putRecord tells a lost
 			// acknowledgement, a moved fence and a full store apart).
 			sent = i
+		}
+		if r.key != "" {
+			if err := j.putKey(ctx, r.key, r.data); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := j.putRecord(ctx, r.first, r.data); err != nil {
 			return err
@@ -558,9 +578,14 @@ func pubAckSeq(data []byte) (uint64, bool) {
 
 // putRecord writes one record, riding through a server restart.
 func (j *journal) putRecord(ctx context.Context, seq uint64, data []byte) error {
+	return j.putKey(ctx, recordKey(seq), data)
+}
+
+// putKey is putRecord of any key.
+func (j *journal) putKey(ctx context.Context, key string, data []byte) error {
 	ctx, cancel := clock.WithTimeout(ctx, j.clk, broker.RideThrough+time.Minute)
 	defer cancel()
-	return j.putLocked(ctx, recordKey(seq), data)
+	return j.putLocked(ctx, key, data)
 }
 
 // putLocked writes a key of the session's bucket (j.wmu held: it owns the
@@ -1023,16 +1048,42 @@ func dotOf(g *graph.Graph) string {
 	return g.Derive(dotKey{}, func(g *graph.Graph) any { return g.DOT() }).(string)
 }
 
-// recordMeta records a new durable session's record of itself: written
-// last, it is what makes the session exist.
-func (j *journal) recordMeta(ctx context.Context, m *Meta) error {
+// recordStart records a new durable session in the order that makes its
+// creation atomic — its graph, its input (the first journal record, when
+// it has one: a pipeline's), and last its record of itself, which makes
+// it exist — in one round trip: the three are published together, each
+// expecting the last sequence the one before it makes (the journal's
+// fence), so the store takes none after one it refused, and what was
+// refused or not answered is written again the patient way, in order
+// (writeWindow). Kill points create-graph and create-input are reached
+// once each is sent. Not durable: the input is saved (add).
+func (j *journal) recordStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) error {
 	if j.kv == nil {
-		return nil
+		if input == nil {
+			return nil
+		}
+		return j.add(input)
 	}
 	j.wmu.Lock()
 	defer j.wmu.Unlock()
+	j.mu.Lock()
+	if input != nil {
+		envs := []*pb.Envelope{input}
+		j.addLocked(envs)
+		j.appendRecordLocked(ctx, nil, envs, false, nil)
+	}
+	t := &taken{ctx: ctx}
+	if len(j.batch) > 0 {
+		t = j.takeLocked(ctx)
+	}
+	j.mu.Unlock()
 	data, _ := json.Marshal(m)
-	if err := j.putLocked(ctx, metaKey, data); err != nil {
+	t.pre = []entry{{key: graphKey, data: []byte(dotOf(g)), point: "create-graph"}}
+	t.post = []entry{{key: metaKey, data: data}}
+	if input != nil {
+		t.point = "create-input"
+	}
+	if err := j.writeBatch(t); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
 	return nil

@@ -40,6 +40,11 @@ type taken struct {
 	snapErr bool              // the error came from the snapshot, not a record
 	entries []entry           // the records as written
 	later   []pendingRecord   // records queued after a failed batch: they fail too
+	// pre and post are keyed entries written before and after the records
+	// in the same window, and point a kill point reached once the last
+	// record is sent (recordStart).
+	pre, post []entry
+	point     string
 }
 
 // CommitAsync implements actors.AsyncJournal: the commit is applied and its
@@ -209,7 +214,14 @@ func (j *journal) writeTaken(t *taken) error {
 		return err
 	}
 	t.entries = es
-	if err := j.writeRecords(t.ctx, es); err != nil {
+	all := es
+	if t.pre != nil || t.post != nil {
+		if t.point != "" && len(es) > 0 {
+			es[len(es)-1].point = t.point
+		}
+		all = append(append(append(make([]entry, 0, len(t.pre)+len(es)+len(t.post)), t.pre...), es...), t.post...)
+	}
+	if err := j.writeRecords(t.ctx, all); err != nil {
 		return err
 	}
 	crash.Point("after-record")

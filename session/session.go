@@ -200,6 +200,9 @@ type Session struct {
 	// left unfinished, and a successful session's removal is that
 	// preparer's, in the background.
 	prepared *preparer
+	// leaseLater: the lease is released by cleanup, with the store's
+	// removal in the background (a removed session on a prepared store).
+	leaseLater bool
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -309,19 +312,7 @@ func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
 	// nothing was recorded, and the next start under the id writes over it.
 	meta := &Meta{ID: s.id, Graph: cfg.Graph.Name, Kind: cfg.Graph.Kind(), Started: s.started.UTC(),
 		Input: cfg.Input, File: cfg.File, LogsDir: absDir(s.cfg.LogsDir), WorkDir: absDir(s.cfg.WorkDir)}
-	if err := s.jr.recordGraph(ctx, cfg.Graph); err != nil {
-		s.abandon()
-		return nil, err
-	}
-	crash.Point("create-graph")
-	if env != nil {
-		if err := s.jr.add(env); err != nil {
-			s.abandon()
-			return nil, fmt.Errorf("session: checkpoint: %w", err)
-		}
-		crash.Point("create-input")
-	}
-	if err := s.jr.recordMeta(ctx, meta); err != nil {
+	if err := s.jr.recordStart(ctx, cfg.Graph, env, meta); err != nil {
 		s.abandon()
 		return nil, err
 	}
@@ -1015,8 +1006,11 @@ func (s *Session) Stop() {
 		s.releaseFinished()
 		if s.lease != nil && s.removed() {
 			// Its store goes (cleanup): the lease is purged, not deleted,
-			// which leaves nothing for the removal to purge after.
+			// which leaves nothing for the removal to purge after — in
+			// the background with the removal, for a session on a
+			// prepared store.
 			s.lease.purge = true
+			s.leaseLater = s.prepared != nil
 		}
 		s.closeEvents()
 		s.cleanup()
@@ -1109,7 +1103,12 @@ func (s *Session) removed() bool {
 // cleanup removes a durable session's store (stream, checkpoints,
 // artifacts) when it succeeded and its checkpoint policy does not retain it.
 func (s *Session) cleanup() {
+	release := func() {} // the lease: released by closeEvents
+	if s.leaseLater {
+		release = s.lease.release // with the removal
+	}
 	if !s.removed() || s.report.result().Status != "success" {
+		release()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -1120,10 +1119,11 @@ func (s *Session) cleanup() {
 			known = append(known, broker.NoDeadLetters()) // made here before a first one, and none came
 		}
 	}
-	if s.lease != nil && s.lease.purged {
-		known = append(known, broker.LeasePurged())
-	}
 	remove := func() {
+		release()
+		if s.lease != nil && s.lease.purged {
+			known = append(known, broker.LeasePurged())
+		}
 		if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, known...); err != nil {
 			s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
 		}
@@ -1144,7 +1144,9 @@ func (s *Session) closeEvents() {
 	}
 	close(s.events)
 	<-s.loopDone
-	s.lease.release()
+	if !s.leaseLater {
+		s.lease.release()
+	}
 }
 
 // leaseLost ends a session another process took over: it can write
