@@ -737,6 +737,19 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 	return err
 }
 
+// DeliverInput is Deliver of a new session's input, which its journal
+// holds as pending: a durable session hands it to its node in process
+// (handOver), as it hands a firing's outputs once their record is stored —
+// the input's record is stored before the session exists, and a resume
+// publishes it to the work stream if it was not consumed. It is sent
+// through the work stream when it cannot be (handOver).
+func (s *System) DeliverInput(ctx context.Context, subj string, env *pb.Envelope) error {
+	if s.cfg.Consume && s.handOver(subj, "", env) {
+		return nil
+	}
+	return s.Deliver(ctx, subj, env)
+}
+
 // Deliver is Send for the runtime's own envelopes to a node of the
 // session (its input, a resume's pending envelopes): in a session that is
 // not durable it hands env to the node's actor in process when it can

@@ -157,3 +157,45 @@ func TestCheckpointPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestCallerHeadersOnTheWire: an envelope the runtime puts on the bus
+// carries its caller in NATS headers (Sy-Tenant, Sy-User, Sy-Trace), for
+// what reads it there — another process, a watcher of the session's
+// edges (Config.BusHops puts a session's hops on the bus).
+func TestCallerHeadersOnTheWire(t *testing.T) {
+	r := newRun(t)
+	sn := &seen{caller: map[string]nodes.Caller{}, meta: map[string]map[string]string{}}
+	r.reg = func(reg *nodes.Registry) { reg.Register(nodes.Info{Type: "custom.echo", Handler: sn.handler(nil)}) }
+	g := r.load(`digraph p { start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="custom.echo"]; b [type="custom.echo"]
+		start -> a -> b -> exit }`)
+	cfg := r.config(g)
+	cfg.ID, cfg.BusHops = "wire", true
+	nc, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	headers := make(chan nats.Header, 64)
+	sub, err := nc.Subscribe("sy.wire.>", func(m *nats.Msg) {
+		if m.Header.Get(actors.HeaderTenant) != "" {
+			headers <- m.Header
+		}
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, nc.Flush())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(nodes.WithCaller(ctx, nodes.Caller{Tenant: "acme", User: "ann", Trace: "tr-9"}), cfg)
+	require.NoError(t, err)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+	select {
+	case h := <-headers:
+		require.Equal(t, "acme", h.Get(actors.HeaderTenant))
+		require.Equal(t, "ann", h.Get(actors.HeaderUser))
+		require.Equal(t, "tr-9", h.Get(actors.HeaderTrace))
+	case <-ctx.Done():
+		t.Fatal("no envelope with the caller's headers reached the other connection")
+	}
+}

@@ -329,7 +329,7 @@ func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
 	if env == nil {
 		return s, nil
 	}
-	if err := s.sys.Deliver(ctx, broker.NodeIn(s.id, env.GetToNode()), env); err != nil {
+	if err := s.sys.DeliverInput(ctx, broker.NodeIn(s.id, env.GetToNode()), env); err != nil {
 		if ctx.Err() != nil {
 			// ctx ended while the input was on its way: the session exists
 			// (its checkpoint holds the input, Resume delivers it), so it
