@@ -133,6 +133,22 @@ func consumerConfig(session string, start uint64, memory bool) jetstream.Consume
 	return cfg
 }
 
+// ConsumeLike is how a session consumes its work stream (consumerConfig,
+// consume) for a consumer named durable reading filter, its state in the
+// server's memory with memory: for a baseline that must consume a stream
+// the way a session does (internal/benchmark's JetStream consume+ack).
+func ConsumeLike(durable, filter string, memory bool) (jetstream.ConsumerConfig, []jetstream.PullConsumeOpt) {
+	cfg := consumerConfig("", 0, memory)
+	cfg.Durable, cfg.Description, cfg.FilterSubjects, cfg.FilterSubject = durable, "", nil, filter
+	return cfg, pullOpts()
+}
+
+// pullOpts are the pull options of a session's consumer.
+func pullOpts() []jetstream.PullConsumeOpt {
+	return []jetstream.PullConsumeOpt{jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.PullMaxMessages(pullBatch)}
+}
+
 // NewConsumer creates a new session's consumer on its work stream, just
 // made and without one, before the session's System exists (so that the
 // round trip overlaps the rest of the session's making): what New would

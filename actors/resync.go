@@ -101,8 +101,7 @@ func (w *consumerWatch) poke() {
 // deliverFed.
 func (s *System) consume(cons jetstream.Consumer) (*feed, error) {
 	f := &feed{}
-	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) },
-		jetstream.PullExpiry(pullExpiry), jetstream.PullHeartbeat(pullHeartbeat), jetstream.PullMaxMessages(pullBatch),
+	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) }, append(pullOpts(),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrNoHeartbeat):
@@ -117,7 +116,7 @@ func (s *System) consume(cons jetstream.Consumer) (*feed, error) {
 				s.watch.poke()
 			}
 			s.log.Warn("actors: consumer", "err", err)
-		}))
+		}))...)
 	if err != nil {
 		return nil, fmt.Errorf("actors: consume: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/switchyard/switchyard/actors"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 )
 
@@ -245,7 +246,12 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 		return 0, err
 	}
 	defer func() { _ = js.DeleteStream(context.Background(), name) }()
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "ingest", AckPolicy: jetstream.AckExplicitPolicy})
+	// Consumed as a session consumes its work stream: the same consumer
+	// settings (acknowledgements pending, consumer state in memory on an
+	// embedded server) and the same pulls (nats.go's default pull of 500
+	// can stall the feed for seconds: actors' pullBatch).
+	cfg, pull := actors.ConsumeLike("ingest", subj, env.Broker.Embedded())
+	cons, err := st.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return 0, err
 	}
@@ -257,7 +263,7 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 		}
 		_ = m.Ack()
 		processed.Add(1)
-	})
+	}, pull...)
 	if err != nil {
 		return 0, err
 	}
