@@ -38,8 +38,9 @@ import (
 //     Kill points intake-kept and intake-republished
 //     (cmd/switchyard TestCrashQueueIntake).
 //
-// The consumer reads both kinds of subject (broker.WorkFilter), so what
-// the stream stored before a change of mode is delivered after it.
+// The consumer reads the whole stream, both kinds of subject
+// (consumerConfig), so what the stream stored before a change of mode is
+// delivered after it.
 
 // intakeQueue is the queue group of the intake subscriptions.
 const intakeQueue = "sy-intake"

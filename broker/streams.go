@@ -189,14 +189,6 @@ func WorkSubjects(session string, inbound []string) (subjects []string, ingress 
 	return slices.Compact(out), false
 }
 
-// WorkFilter is what the consumer of a session's work stream reads: every
-// inbox and edge and every Stored subject of the session, so that what a
-// stream stored before its mode changed (a live edit across
-// MaxListedSubjects, a store of an older version) is still delivered.
-func WorkFilter(session string) []string {
-	return []string{root + "." + session + ".edge.>", root + "." + session + ".node.*.in", AllStored(session)}
-}
-
 // StreamName is the name of a session's work stream: SY_<session>.
 func StreamName(session string) string { return "SY_" + session }
 

@@ -250,7 +250,7 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 	// settings (acknowledgements pending, consumer state in memory on an
 	// embedded server) and the same pulls (nats.go's default pull of 500
 	// can stall the feed for seconds: actors' pullBatch).
-	cfg, pull := actors.ConsumeLike("ingest", subj, env.Broker.Embedded())
+	cfg, pull := actors.ConsumeLike("ingest", env.Broker.Embedded())
 	cons, err := st.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil {
 		return 0, err
