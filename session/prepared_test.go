@@ -42,6 +42,20 @@ func storeNames(t *testing.T, b *broker.Broker) (buckets, streams []string) {
 	return buckets, streams
 }
 
+// burst runs two durable pipelines one after the other, which makes the
+// broker prepare the next one's store, and returns that store's id.
+func burst(t *testing.T, r *run) string {
+	t.Helper()
+	for range 2 {
+		cfg := r.durable(preparedPipeline, "")
+		cfg.Checkpoint = &session.CheckpointPolicy{}
+		require.Equal(t, "success", r.runConfig(cfg).Status)
+	}
+	id := session.PreparedNext(r.broker)
+	require.NotEmpty(t, id, "a burst of two starts prepares the next one's store")
+	return id
+}
+
 // TestPreparedStoresInABurst: a process that starts durable pipelines one
 // after another has each next one's store made ahead. The first two starts
 // make their own; the second prepares the third's, which takes it (its id
@@ -116,13 +130,7 @@ func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
 			return nil, ctx.Err()
 		})})
 	}
-	for range 2 {
-		cfg := r.durable(preparedPipeline, "")
-		cfg.Checkpoint = &session.CheckpointPolicy{}
-		require.Equal(t, "success", r.runConfig(cfg).Status)
-	}
-	id := session.PreparedNext(r.broker)
-	require.NotEmpty(t, id)
+	id := burst(t, r)
 	cfg := r.durable(`digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -170,13 +178,7 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	require.NoError(t, err)
 	_, err = broker.EnsureSessionStream(ctx, js, "orphan", r.broker.Storage())
 	require.NoError(t, err)
-	for range 2 {
-		cfg := r.durable(preparedPipeline, "")
-		cfg.Checkpoint = &session.CheckpointPolicy{}
-		require.Equal(t, "success", r.runConfig(cfg).Status)
-	}
-	live := session.PreparedNext(r.broker)
-	require.NotEmpty(t, live)
+	live := burst(t, r)
 
 	removed, err := session.GC(ctx, r.broker, time.Hour, time.Now(), false)
 	require.NoError(t, err)
@@ -210,11 +212,7 @@ func TestPreparedStoreResumes(t *testing.T) {
 			return nil, ctx.Err()
 		})})
 	}
-	for range 2 {
-		cfg := r.durable(preparedPipeline, "")
-		cfg.Checkpoint = &session.CheckpointPolicy{}
-		require.Equal(t, "success", r.runConfig(cfg).Status)
-	}
+	burst(t, r)
 	before := len(r.visits())
 	src := `digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
