@@ -45,7 +45,15 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 		for _, durable := range []bool{false, true} {
 			chains[durable] = &series{measure: timed(func(c context.Context) ([]float64, error) { return chain(c, env, n, per, durable) })}
 		}
-		alternate(rounds, raw, chains[false], chains[true])
+		cases := []*series{chains[false], chains[true]}
+		// The shortest durable chain also with named sessions, which take
+		// no store prepared ahead: what a process's first Run costs.
+		var named *series
+		if n == cfg.Chains[0] {
+			named = &series{measure: timed(func(c context.Context) ([]float64, error) { return chainNamed(c, env, n, per) })}
+			cases = append(cases, named)
+		}
+		alternate(rounds, raw, cases...)
 		act, actErr := func() (time.Duration, error) {
 			c, cancel := withTimeout(ctx, cfg)
 			defer cancel()
@@ -77,6 +85,15 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 			} else {
 				r.ratioTarget("≤ 3× raw NATS", func(x float64) bool { return x <= 3 })
 			}
+			add(r)
+		}
+		if named != nil {
+			r := Row{Group: "chain", Case: fmt.Sprintf("pipeline N=%d, checkpoints, named sessions (no prepared store)", n), Unit: unitUs, Value: named.median() / 1e3}
+			if named.err != nil {
+				r.Error, r.Value = named.err.Error(), 0
+			}
+			r.base("raw NATS hop", raw.median()/1e3)
+			r.ratioTarget("≤ 10× raw NATS", func(x float64) bool { return x <= 10 })
 			add(r)
 		}
 	}

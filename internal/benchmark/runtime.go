@@ -43,6 +43,21 @@ func Chain(ctx context.Context, env *Env, n, passes int, durable bool) (time.Dur
 
 // chain is Chain's wall time per node of every pass, in ns.
 func chain(ctx context.Context, env *Env, n, passes int, durable bool) ([]float64, error) {
+	return chainRuns(ctx, env, n, passes, durable, false)
+}
+
+// chainNamed is chain of durable Runs each given its own session id
+// (WithSessionID): none takes a store prepared ahead (session's prepared
+// stores), so each makes its store and removes it on its critical path,
+// as a process's first Run does.
+func chainNamed(ctx context.Context, env *Env, n, passes int) ([]float64, error) {
+	return chainRuns(ctx, env, n, passes, true, true)
+}
+
+// namedRuns numbers chainNamed's session ids.
+var namedRuns atomic.Int64
+
+func chainRuns(ctx context.Context, env *Env, n, passes int, durable, named bool) ([]float64, error) {
 	g := chainGraph(n)
 	if _, err := g.Build(); err != nil {
 		return nil, err
@@ -53,8 +68,12 @@ func chain(ctx context.Context, env *Env, n, passes int, durable bool) ([]float6
 	}
 	var per []float64
 	for r := 0; r < passes; r++ {
+		runOpts := opts
+		if named {
+			runOpts = append(opts[:len(opts):len(opts)], switchyard.WithSessionID("bench-named-"+strconv.FormatInt(namedRuns.Add(1), 10)))
+		}
 		t0 := time.Now()
-		rep, err := switchyard.Run(ctx, g, switchyard.Message{Text: "hello"}, opts...)
+		rep, err := switchyard.Run(ctx, g, switchyard.Message{Text: "hello"}, runOpts...)
 		if err != nil {
 			return nil, err
 		}
