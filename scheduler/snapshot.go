@@ -185,6 +185,45 @@ func (s *Scheduler) SnapshotOf(node string) Snapshot {
 	return snap
 }
 
+// Count is SnapshotOf(node) when that holds no more than node's counter,
+// the session's total and node's stall window (CountOf).
+type Count struct {
+	Total, N int
+	// Watched: node has a stall window, whose last releases are Stalls (a
+	// copy; empty sets it empty).
+	Watched bool
+	Stalls  []string
+}
+
+// CountOf is SnapshotOf(node) as a Count when that is all it holds (ok):
+// node is gated, and neither node nor the session has a firing window, and
+// no budget, stop, held input or tick is kept — most firings of most
+// sessions. A durable session writes it with each journal record without
+// building the maps of a Snapshot (SnapshotOf otherwise).
+func (s *Scheduler) CountOf(node string) (c Count, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if node == "" || len(s.budgets) > 0 || len(s.stopped) > 0 || len(s.holding) > 0 || len(s.ticks) > 0 {
+		return Count{}, false
+	}
+	if _, gated := s.gates[node]; !gated {
+		return Count{}, false
+	}
+	if len(s.iters.recent) > 0 {
+		if _, w := s.iters.recent[""]; w {
+			return Count{}, false
+		}
+		if _, w := s.iters.recent[node]; w {
+			return Count{}, false
+		}
+	}
+	c = Count{Total: s.iters.total, N: s.iters.node[node]}
+	if w := s.stalls[node]; w != nil {
+		c.Watched, c.Stalls = true, append([]string(nil), w.last...)
+	}
+	return c, true
+}
+
 // Merge applies p over snap: a whole snapshot replaces it; a partial one
 // (SnapshotOf) sets what it holds.
 func (snap *Snapshot) Merge(p Snapshot) {

@@ -113,6 +113,9 @@ type journal struct {
 	// schedOf is the part of the scheduler's state a firing of a node
 	// changes, for its journal record (scheduler.SnapshotOf).
 	schedOf func(node string) *scheduler.Snapshot
+	// schedCount is the same part when it is only counters
+	// (scheduler.CountOf), tried before schedOf.
+	schedCount func(node string) (scheduler.Count, bool)
 
 	consumed    map[string]*consumedHeap // per node: consumed above its floor, lowest sequence first
 	floors      map[string]uint64        // acknowledgement floor per node
@@ -572,6 +575,15 @@ func (j *journal) recordSched(node string) *scheduler.Snapshot {
 		return j.schedSnap()
 	}
 	return nil
+}
+
+// recordCount is recordSched when that is only counters (countState):
+// ok only where recordSched would be the scheduler's SnapshotOf.
+func (j *journal) recordCount(node string) (scheduler.Count, bool) {
+	if j.schedOf == nil || j.schedCount == nil {
+		return scheduler.Count{}, false
+	}
+	return j.schedCount(node)
 }
 
 // mergeSched applies a replayed record's scheduler state: a partial one

@@ -106,7 +106,12 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 			rec.TerminalStatus, rec.TerminalReason, rec.TerminalFinal = t.Status, t.Reason, t.Final
 		}
 	}
-	snap := j.recordSched(rec.Node)
+	var snap *scheduler.Snapshot
+	if c, ok := j.recordCount(rec.Node); ok {
+		rec.Sched = countState(rec.Node, c)
+	} else {
+		snap = j.recordSched(rec.Node)
+	}
 	j.seq = seq
 	if c != nil && c.Status != "" && len(j.making) > 0 {
 		delete(j.making, firingKey{c.Node, c.Firing}) // its objects' record is numbered (artifact_retention.go)

@@ -14,6 +14,33 @@ import (
 // earlier versions hold, and snapshots still do) were about as large as
 // the event the firing consumed and took a reflection walk to write.
 
+// countRecord is a SchedulerState of counters (countState), in one
+// allocation.
+type countRecord struct {
+	st     pb.SchedulerState
+	count  pb.SchedulerCount
+	counts [1]*pb.SchedulerCount
+	stall  pb.SchedulerList
+	stalls [1]*pb.SchedulerList
+}
+
+// countState is c, node's part of the scheduler's state (CountOf), as the
+// SchedulerState schedState makes of the same part as a Snapshot
+// (SnapshotOf).
+func countState(node string, c scheduler.Count) *pb.SchedulerState {
+	r := &countRecord{}
+	r.st.Partial, r.st.Total = true, int64(c.Total)
+	r.count.Key, r.count.N = node, int64(c.N)
+	r.counts[0] = &r.count
+	r.st.Iterations = r.counts[:]
+	if c.Watched {
+		r.stall.Key, r.stall.Values = node, c.Stalls
+		r.stalls[0] = &r.stall
+		r.st.Stalls = r.stalls[:]
+	}
+	return &r.st
+}
+
 // schedState is snap as a SchedulerState.
 func schedState(snap *scheduler.Snapshot) *pb.SchedulerState {
 	st := &pb.SchedulerState{Partial: snap.Partial, Total: int64(snap.Total)}

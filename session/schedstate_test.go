@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/graph"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -57,4 +59,46 @@ func TestJSONSchedulerRecordApplied(t *testing.T) {
 		Sched: schedState(&scheduler.Snapshot{Partial: true, Total: 5, Iterations: map[string]int{"b": 1}})}))
 	require.Equal(t, 5, j.sched.Total)
 	require.Equal(t, map[string]int{"a": 4, "b": 1}, j.sched.Iterations)
+}
+
+// TestCountStateIsSchedState: the counters CountOf gives, as a record's
+// SchedulerState (countState), are what SnapshotOf's part gives
+// (schedState) — and CountOf gives up where SnapshotOf holds more.
+func TestCountStateIsSchedState(t *testing.T) {
+	g, diags := graph.Load("t.dot", []byte(`digraph g { a; b [stall_after=0]; c [max_iterations="5/1h"]; a -> b }`), graph.AsSession())
+	require.False(t, diags.HasErrors(), "%v", diags)
+	cfg, err := scheduler.ConfigFrom(g)
+	require.NoError(t, err)
+	s, err := scheduler.New(cfg, clock.NewFake(time.Unix(1_700_000_000, 0)), func(scheduler.Notice) {})
+	require.NoError(t, err)
+	s.Start()
+	t.Cleanup(s.Close)
+	fire := func(node, out string) {
+		t.Helper()
+		tk, w, _ := s.Admit(node)
+		require.Nil(t, w)
+		require.NotNil(t, tk)
+		s.Release(tk, scheduler.Result{Status: "success", OutputHash: out})
+	}
+	same := func(node string) {
+		t.Helper()
+		c, ok := s.CountOf(node)
+		require.True(t, ok, node)
+		snap := s.SnapshotOf(node)
+		require.True(t, proto.Equal(schedState(&snap), countState(node, c)), "%s: %v != %v", node, schedState(&snap), countState(node, c))
+	}
+	same("a") // not fired yet
+	fire("a", "1")
+	same("a")
+	fire("a", "1") // the same output: a stall window with entries
+	same("a")
+	fire("b", "2")
+	same("b")
+	fire("c", "3")
+	_, ok := s.CountOf("c")
+	require.False(t, ok, "a windowed cap's firing window is not a counter")
+	_, ok = s.CountOf("")
+	require.False(t, ok)
+	_, ok = s.CountOf("nosuch")
+	require.False(t, ok)
 }

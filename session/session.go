@@ -749,6 +749,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	s.sysLive.Store(sys)
 	s.jr.schedSnap = func() *scheduler.Snapshot { snap := sys.Scheduler().Snapshot(); return &snap }
 	s.jr.schedOf = func(node string) *scheduler.Snapshot { snap := sys.Scheduler().SnapshotOf(node); return &snap }
+	s.jr.schedCount = sys.Scheduler().CountOf
 	s.jr.inbound = func() []string { return actors.InboundSubjects(cfg.ID, sys.Graph()) }
 	if cfg.Durable {
 		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr, cfg.Logger.Warn)
