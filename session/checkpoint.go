@@ -129,6 +129,7 @@ type journal struct {
 	js          jetstream.JetStream // to write a batch of records at once
 	acks        recordAcks          // where the stored records' acknowledgements come back (guarded by wmu)
 	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
+	spare       []pendingRecord     // a batch the writer wrote, emptied, for the next batch to fill (recycle)
 	due         bool                // batch holds a record to write now (the writer takes it)
 	writing     bool                // the writer goroutine runs
 	wwg         sync.WaitGroup      // the writer goroutine

@@ -86,6 +86,12 @@ type pendingRecord struct {
 	done  func(error)     // told once the record is stored, or cannot be (nil: no one waits)
 }
 
+// recordBlock is a journal record with its time, in one allocation.
+type recordBlock struct {
+	rec pb.JournalRecord
+	ts  timestamppb.Timestamp
+}
+
 // appendRecordLocked queues the record of a commit (or of envelopes added
 // outside a firing) after it was applied. With hold (a sparse policy, not
 // due) the record is kept in memory until a record that is due; otherwise
@@ -97,7 +103,10 @@ type pendingRecord struct {
 func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, added []*pb.Envelope, hold bool, done func(error)) {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
-	rec := &pb.JournalRecord{Seq: seq, Time: timestamppb.New(j.at), Added: added}
+	blk := &recordBlock{}
+	blk.ts.Seconds, blk.ts.Nanos = j.at.Unix(), int32(j.at.Nanosecond())
+	rec := &blk.rec
+	rec.Seq, rec.Time, rec.Added = seq, &blk.ts, added
 	if c != nil {
 		rec.Node, rec.Firing, rec.Status, rec.Reason = c.Node, c.Firing, c.Status, c.Reason
 		rec.Consumed, rec.ConsumedSeqs, rec.Floor = c.Consumed, c.Seqs, c.Floor
@@ -115,6 +124,9 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 	j.seq = seq
 	if c != nil && c.Status != "" && len(j.making) > 0 {
 		delete(j.making, firingKey{c.Node, c.Firing}) // its objects' record is numbered (artifact_retention.go)
+	}
+	if j.batch == nil {
+		j.batch, j.spare = j.spare, nil
 	}
 	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, rec: rec, sched: snap, ctx: ctx, done: done})
 	if !hold {

@@ -111,8 +111,28 @@ func (j *journal) writer() {
 		t := j.takeLocked(nil)
 		j.mu.Unlock()
 		j.writeBatch(t)
+		j.recycle(t.recs)
 		j.wmu.Unlock()
 	}
+}
+
+// maxSpare is the most records a batch kept for reuse has room for.
+const maxSpare = 4096
+
+// recycle keeps recs, a batch written and told (nothing holds it now),
+// for the next batch to fill: a flood of firings queues hundreds of
+// records a batch, and a batch grown from nothing each time allocated
+// about three records' room per record.
+func (j *journal) recycle(recs []pendingRecord) {
+	if cap(recs) == 0 || cap(recs) > maxSpare {
+		return
+	}
+	clear(recs) // what they point to goes
+	j.mu.Lock()
+	if j.spare == nil || cap(j.spare) < cap(recs) {
+		j.spare = recs[:0]
+	}
+	j.mu.Unlock()
 }
 
 // writeHeld writes every record queued or held, with ctx (j.wmu held, j.mu
