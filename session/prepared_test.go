@@ -235,3 +235,38 @@ func TestPreparedStoreResumes(t *testing.T) {
 	require.Equal(t, "success", rep.Status, rep.Reason)
 	require.Equal(t, []string{"start", "a", "exit"}, r.visits()[before:], "start ran once, a's interrupted firing again, then exit")
 }
+
+// TestPreparedStoreRenewedWhileItWaits: a prepared store's lease is
+// renewed while no start takes it, like a running session's, so `gc`
+// leaves it alone however long it waits, and the next start takes it.
+func TestPreparedStoreRenewedWhileItWaits(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	r := newRun(t)
+	id := burst(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	leases, _, err := r.broker.Leases(ctx, 1)
+	require.NoError(t, err)
+	w, err := leases.Watch(ctx, id, jetstream.UpdatesOnly())
+	require.NoError(t, err)
+	defer func() { _ = w.Stop() }()
+	select {
+	case e := <-w.Updates(): // a third of the lease's TTL later
+		require.NotNil(t, e)
+		require.Equal(t, jetstream.KeyValuePut, e.Operation(), "renewed, not released")
+	case <-ctx.Done():
+		t.Fatal("the prepared store's lease was never renewed")
+	}
+	_, err = session.GC(ctx, r.broker, time.Hour, time.Now(), false)
+	require.NoError(t, err)
+	buckets, _ := storeNames(t, r.broker)
+	require.Contains(t, buckets, broker.KVName(id), "held: gc leaves it alone")
+	cfg := r.durable(preparedPipeline, "")
+	cfg.Checkpoint = &session.CheckpointPolicy{}
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	require.Equal(t, id, s.ID(), "taken after its renewals")
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status)
+}
