@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/crash"
 )
 
 // Prepared stores. Making a new durable session's store — its lease, its
@@ -179,7 +180,8 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 			return
 		}
 		ps.lease = l
-		go ps.renew() // owned by ps: take or discard stops it
+		crash.Point("store-prepared") // made and leased; no start has it yet
+		go ps.renew()                 // owned by ps: take or discard stops it
 	}()
 	return ps
 }
