@@ -189,6 +189,13 @@ func WorkSubjects(session string, inbound []string) (subjects []string, ingress 
 	return slices.Compact(out), false
 }
 
+// WorkStreamDescription is the description a session's work stream is
+// made with: what tells it from the other streams whose names start as
+// its does (an event stream, the pools' work stream).
+func WorkStreamDescription(session string) string {
+	return "switchyard session " + session + ": edges, inboxes"
+}
+
 // StreamName is the name of a session's work stream: SY_<session>.
 func StreamName(session string) string { return "SY_" + session }
 
@@ -267,7 +274,7 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 	}
 	s, err := o.ensureStream(ctx, js, jetstream.StreamConfig{
 		Name:        StreamName(session),
-		Description: "switchyard session " + session + ": edges, inboxes",
+		Description: WorkStreamDescription(session),
 		Subjects:    subjects,
 		Storage:     st.js(),
 		Duplicates:  cmp.Or(o.dupes, DefaultDuplicateWindow),

@@ -178,6 +178,13 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	require.NoError(t, err)
 	_, err = broker.EnsureSessionStream(ctx, js, "orphan", r.broker.Storage())
 	require.NoError(t, err)
+	// A work stream alone: a start killed after it made its stream,
+	// before its bucket (the two are made side by side).
+	_, err = broker.EnsureSessionStream(ctx, js, "early", r.broker.Storage())
+	require.NoError(t, err)
+	// Not a work stream, though its name starts as one's: left alone.
+	_, err = broker.EnsureEventStream(ctx, js, "watched", r.broker.Storage(), broker.EventRetention{})
+	require.NoError(t, err)
 	live := burst(t, r)
 
 	removed, err := session.GC(ctx, r.broker, time.Hour, time.Now(), false)
@@ -186,6 +193,9 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	buckets, streams := storeNames(t, r.broker)
 	require.NotContains(t, buckets, broker.KVName("orphan"))
 	require.NotContains(t, streams, broker.StreamName("orphan"))
+	require.NotContains(t, streams, broker.StreamName("early"), "a work stream without its bucket")
+	_, err = js.Stream(ctx, broker.EventStreamName("watched"))
+	require.NoError(t, err, "an event stream is no session's leftover")
 	require.Contains(t, buckets, broker.KVName(live), "held by this live process")
 	require.Contains(t, streams, broker.StreamName(live))
 	_, err = js.Stream(ctx, broker.StreamName("orphan"))

@@ -179,13 +179,30 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 func removeUnrecorded(ctx context.Context, b *broker.Broker) error {
 	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
 	names := b.JetStream().KeyValueStoreNames(ctx)
+	seen := map[string]bool{}
 	var ids []string
 	for name := range names.Name() {
-		if id, ok := strings.CutPrefix(name, prefix); ok && broker.ValidToken(id) {
+		if id, ok := strings.CutPrefix(name, prefix); ok && broker.ValidToken(id) && !seen[id] {
+			seen[id] = true
 			ids = append(ids, id)
 		}
 	}
 	if err := names.Error(); err != nil {
+		return err
+	}
+	// A work stream made beside its bucket (a new session's, or a
+	// prepared store's) may be all a start killed early left: the
+	// sessions' work streams are told from the other SY_ streams by what
+	// they were made as (broker.EnsureSessionStream's description).
+	streams := b.JetStream().ListStreams(ctx)
+	for info := range streams.Info() {
+		id, ok := strings.CutPrefix(info.Config.Name, broker.StreamName(""))
+		if ok && !seen[id] && broker.ValidToken(id) && info.Config.Description == broker.WorkStreamDescription(id) {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if err := streams.Err(); err != nil {
 		return err
 	}
 	var errs []error
