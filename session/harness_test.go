@@ -129,13 +129,20 @@ func (r *run) exec(src string) *session.Report {
 // report.
 func (r *run) runConfig(cfg session.Config) *session.Report {
 	r.t.Helper()
+	_, rep := r.runSession(cfg)
+	return rep
+}
+
+// runSession is runConfig that also returns the session.
+func (r *run) runSession(cfg session.Config) (*session.Session, *session.Report) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s, err := session.Start(ctx, cfg)
 	require.NoError(r.t, err)
 	rep, err := s.Wait(ctx)
 	require.NoError(r.t, err, "session did not complete")
-	return rep
+	return s, rep
 }
 
 // visits lists the nodes in the order their visits completed.

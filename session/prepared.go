@@ -100,10 +100,10 @@ func preparerOf(b *broker.Broker) *preparer {
 
 // preparable says whether a start of cfg may take a prepared store: a new
 // durable pipeline (not a long-lived reactive session, whose start cost
-// does not matter, nor a fork or a resume) with a generated id, the real
-// clock and the default lease.
-func preparable(cfg *Config, resumed bool) bool {
-	return cfg.Durable && !resumed && cfg.ForkOf == "" && cfg.ID == "" && cfg.Clock == nil &&
+// does not matter, nor a fork) with a generated id, the real clock and the
+// default lease. Resumes never ask.
+func preparable(cfg *Config) bool {
+	return cfg.Durable && cfg.ForkOf == "" && cfg.ID == "" && cfg.Clock == nil &&
 		cfg.LeaseTTL == 0 && cfg.Graph != nil && cfg.Graph.Kind() != "session" && cfg.Broker != nil &&
 		cfg.Broker.JetStream() != nil
 }

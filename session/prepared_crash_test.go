@@ -2,11 +2,9 @@ package session_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/internal/crash"
+	"github.com/switchyard/switchyard/internal/testio"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -38,10 +37,7 @@ func TestPreparedStoreKilled(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedStoreKilled$", "-test.count=1")
 	cmd.Env = append(os.Environ(), burstDirEnv+"="+dir, crash.Env+"=store-prepared:1")
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	require.True(t, errors.As(err, &ee), "the child was not killed: %v\n%s", err, out)
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "the child was not killed: %v\n%s", err, out)
+	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
 
 	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -69,12 +69,7 @@ func TestPreparedStoresInABurst(t *testing.T) {
 	start := func() *session.Session {
 		cfg := r.durable(preparedPipeline, "")
 		cfg.Checkpoint = &session.CheckpointPolicy{}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		s, err := session.Start(ctx, cfg)
-		require.NoError(t, err)
-		rep, err := s.Wait(ctx)
-		require.NoError(t, err)
+		s, rep := r.runSession(cfg)
 		require.Equal(t, "success", rep.Status, rep.Reason)
 		return s
 	}

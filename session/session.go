@@ -258,7 +258,7 @@ func Create(ctx context.Context, cfg Config) error {
 func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
 	// A durable pipeline started with a generated id may take a store made
 	// ahead for it, id and all (prepared.go).
-	if run && preparable(&cfg, false) {
+	if run && preparable(&cfg) {
 		if p := preparerOf(cfg.Broker); p != nil {
 			if ps := p.take(&cfg); ps != nil {
 				cfg.ID, cfg.prepared = ps.id, ps

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/internal/crash"
+	"github.com/switchyard/switchyard/internal/testio"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -152,14 +152,7 @@ func stderrOf(err error) string {
 }
 
 // killed reports whether err is the exit of a process killed by SIGKILL.
-func killed(err error) bool {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return false
-	}
-	ws, ok := ee.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
-}
+func killed(err error) bool { return testio.Killed(err) }
 
 // lastEvent is the last JSON event a --json run printed.
 func lastEvent(t *testing.T, out []byte) map[string]any {

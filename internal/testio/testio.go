@@ -3,8 +3,22 @@ package testio
 
 import (
 	"bytes"
+	"errors"
+	"os/exec"
 	"sync"
+	"syscall"
 )
+
+// Killed reports whether err is the exit of a child process killed by
+// SIGKILL (a crash point, internal/crash).
+func Killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
 
 // SyncBuffer is a bytes.Buffer that one goroutine may write while another
 // reads it (a server's log, a command's output).
