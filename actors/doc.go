@@ -54,9 +54,12 @@
 // every live edit: what an edit adds is stored before anything routes
 // there, what it removes once nothing does, a change of mode passes
 // through a stream storing both, and a failed edit puts the subjects
-// back). An envelope on an inbox or edge no node has is refused by the
-// intake (stray.go): an envelope.rejected event, a dead letter, and a
-// Refusal as the reply to a request.
+// back). A durable pipeline on a prepared store starts without a work
+// stream, in ingress mode: the first outside envelope its intake accepts,
+// or ListInbound when it is left unfinished, makes it (lazy.go). An
+// envelope on an inbox or edge no node has is refused by the intake
+// (stray.go): an envelope.rejected event, a dead letter, and a Refusal as
+// the reply to a request.
 //
 // The durable session's consumer waits a year for an acknowledgement
 // (envelopes wait in buffers, joins and gates as long as the graph says),

@@ -245,12 +245,23 @@ const (
 // (resync.go).
 func (s *System) StartConsuming() error {
 	s.mu.Lock()
-	cons, started := s.consumer, s.consuming
 	s.consuming = true
 	s.mu.Unlock()
-	if cons == nil || started {
+	return s.startFeed()
+}
+
+// startFeed starts the consumer's feed once the session consumes
+// (StartConsuming) and has a consumer (a stream made late has one only
+// then: lazy.go); whichever of the two comes last starts it, once.
+func (s *System) startFeed() error {
+	s.mu.Lock()
+	cons := s.consumer
+	if cons == nil || !s.consuming || s.feedMade || s.consumeEnded {
+		s.mu.Unlock()
 		return nil
 	}
+	s.feedMade = true
+	s.mu.Unlock()
 	f, err := s.consume(cons)
 	if err != nil {
 		return err

@@ -56,18 +56,30 @@ func (s *System) narrowStream(subjects map[string]bool) error {
 
 // ListInbound sets the durable session's work stream to the subjects its
 // graph's inbound subjects call for (broker.WorkSubjects): a session that
-// started in ingress mode on a prepared store (Config.Ingress) lists them
+// started in ingress mode on a prepared store (Config.MakeStream) lists them
 // before its process lets go of it, so that outside input is stored while
 // no process serves it. It does nothing when they are set.
+//
+// A session whose work stream was not made yet (Config.MakeStream) has it
+// made here, listing them, without a consumer: the resume makes that.
 func (s *System) ListInbound() error {
-	return s.narrowStream(s.topo.Load().subjects)
+	subjects := s.topo.Load().subjects
+	if !s.streamMade() {
+		if err := s.makeStreamLate(broker.Inbound(sortedSubjects(subjects)), false); err != nil {
+			return err
+		}
+		_, ingress := broker.WorkSubjects(s.cfg.SessionID, sortedSubjects(subjects))
+		s.ingress.Store(ingress)
+		return nil
+	}
+	return s.narrowStream(subjects)
 }
 
 // narrowStreamFrom is narrowStream of a stream whose subjects are current
 // (nil: not known): when they are already the ones to set, nothing is sent.
 func (s *System) narrowStreamFrom(current []string, subjects map[string]bool) error {
-	if s.cfg.JetStream == nil {
-		return nil
+	if s.cfg.JetStream == nil || !s.streamMade() {
+		return nil // not made yet: it is made in ingress mode, which stores any subject
 	}
 	if current != nil {
 		if ingress, set := broker.InboundSet(s.cfg.SessionID, sortedSubjects(subjects), current); set {
@@ -115,6 +127,12 @@ func (s *System) intake(m *nats.Msg) {
 	}
 	if err != nil {
 		s.refuse(m, err.Error())
+		return
+	}
+	if err := s.makeStreamLate(broker.Ingress(), true); err != nil {
+		// Not stored: a publisher waiting for its acknowledgement
+		// publishes again.
+		s.log.Warn("actors: intake", "subject", m.Subject, "err", err)
 		return
 	}
 	// Kept before it is stored: its delivery comes after.

@@ -69,13 +69,15 @@ type Config struct {
 	// Consumer, when not nil, is the session's consumer the caller made
 	// on the work stream it just made (NewConsumer): New makes none.
 	Consumer jetstream.Consumer
-	// Ingress says the session's work stream was made storing its Stored
-	// subjects only, before its graph was known (broker.Ingress: a
-	// prepared store): the session starts in ingress mode — its outside
-	// input goes through its intake — whatever the number of its inbound
-	// subjects, until ListInbound (or a live edit) sets the stream's
-	// subjects for them. StreamSubjects is not read.
-	Ingress bool
+	// MakeStream, when not nil, says the session's work stream is not
+	// made yet (a durable pipeline on a prepared store, whose input and
+	// hops are handed in process and need no stream): the session starts
+	// in ingress mode (as with Ingress) without a consumer, and the first
+	// outside envelope its intake takes, or ListInbound, makes the stream
+	// by calling MakeStream with the subjects it is to store
+	// (broker.Ingress, or broker.Inbound of the graph's inbound subjects),
+	// then its consumer (lazy.go).
+	MakeStream func(ctx context.Context, subjects broker.Option) error
 	// StreamSubjects, when not nil, are the subjects the session's work
 	// stream has (the session just made it, or found it, under its lease):
 	// when they are what the graph needs, New sets nothing on the stream
@@ -279,6 +281,12 @@ type System struct {
 	dispatchMu sync.Mutex
 	consumed   *dedupWindow
 	consuming  bool // StartConsuming was called
+	feedMade   bool // the consumer's feed was started (startFeed)
+	// A work stream made late (lazy.go): lateMade once it is; lateMu
+	// serializes its making (a leaf lock but for the JetStream round
+	// trips it holds).
+	lateMu   sync.Mutex
+	lateMade atomic.Bool
 
 	// forOthers: the System published something others read — an event
 	// someone subscribed to, a dead letter (PublishedForOthers).
@@ -365,12 +373,12 @@ func New(cfg Config) (*System, error) {
 		}
 	}
 	if cfg.Consume {
-		if cfg.Ingress {
+		if cfg.MakeStream != nil {
 			s.ingress.Store(true)
 		} else {
 			err = s.narrowStreamFrom(cfg.StreamSubjects, s.topo.Load().subjects)
 		}
-		if err == nil {
+		if err == nil && cfg.MakeStream == nil {
 			err = s.createConsumer()
 		}
 	} else {

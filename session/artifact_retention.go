@@ -349,6 +349,9 @@ func firingKeyOf(name string) (firingKey, bool) {
 func (w *sweeper) liveRefs(ctx context.Context) (map[string]bool, error) {
 	live := w.pending()
 	st, err := w.js.Stream(ctx, broker.StreamName(w.session))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return live, nil // not made yet (actors.Config.MakeStream): nothing came from outside
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -29,15 +29,18 @@ import (
 //   - leased by this process, and renewed while it waits, like a session's
 //     lease: no other process takes it, and `gc` (RemoveUnrecorded) leaves
 //     it alone while this process lives;
-//   - its work stream made before its graph is known, so it stores the
-//     session's Stored subjects (broker.Ingress): outside input reaches the
-//     session through its intake while this process serves it, checked
-//     there as past broker.MaxListedSubjects, and a session that is left
-//     unfinished lists its inbound subjects when its process lets go of it
-//     (Stop; a resume lists them at its start), so outside input is stored
-//     while nobody serves it. A process killed meanwhile leaves publishers
-//     "no responders" until the session is resumed: nothing acknowledged
-//     is lost.
+//   - without a work stream (actors.Config.MakeStream): a pipeline's input
+//     and hops are handed in process, so the stream would hold outside
+//     input only, and making and removing one is a third of the CPU of a
+//     10-node Run. Outside input reaches the session through its intake
+//     while this process serves it; the first envelope the intake accepts
+//     makes the stream (storing the session's Stored subjects) and its
+//     consumer. A session left unfinished has it made listing its inbound
+//     subjects when its process lets go of it (Stop; a resume makes it at
+//     its start), so outside input is stored while nobody serves it. A
+//     process killed meanwhile leaves publishers "no responders" until the
+//     session is resumed: nothing acknowledged is lost. Running finds such
+//     a session by its bucket.
 //
 // The store of a successful session that took a prepared one is removed
 // in the background as well (cleanup). The broker's Close waits for those
@@ -59,7 +62,6 @@ type preparedStore struct {
 	replicas int
 	ready    chan struct{} // closed when made (or failed)
 	lease    *lease
-	early    *earlyStream
 	err      error
 	// The lease's renewal while the store waits; stopped when taken.
 	stop, done chan struct{}
@@ -147,7 +149,7 @@ func (p *preparer) take(cfg *Config) *preparedStore {
 // prepareLocked starts making a store with n replicas (p.mu held).
 func (p *preparer) prepareLocked(n int) *preparedStore {
 	ps := &preparedStore{p: p, id: NewID(), replicas: n, ready: make(chan struct{}),
-		stop: make(chan struct{}), done: make(chan struct{}), early: &earlyStream{ingress: true}}
+		stop: make(chan struct{}), done: make(chan struct{})}
 	p.wg.Add(1)
 	go func() { // owned by p: close waits for it
 		defer p.wg.Done()
@@ -156,15 +158,10 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 			Logger: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		l, err := claimThen(ctx, &cfg, true, func() { ps.early.start(cfg) }, broker.Fresh())
-		ps.early.wait()
-		if err == nil {
-			_, _, err = ps.early.result()
-		}
+		l, err := claimThen(ctx, &cfg, true, nil, broker.Fresh())
 		if err == nil && !l.made {
 			// NewID met another session's id: its store is not ours to remove.
 			l.release()
-			ps.early.drop(cfg)
 			ps.err = errors.New("session: a prepared store's id was taken")
 			close(ps.done)
 			return
@@ -173,8 +170,6 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 			ps.err = err
 			if l != nil {
 				p.remove(ps.id, l)
-			} else {
-				ps.early.drop(cfg)
 			}
 			close(ps.done)
 			return

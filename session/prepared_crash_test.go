@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/internal/testio"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -73,4 +77,105 @@ func TestPreparedStoreKilled(t *testing.T) {
 	buckets, streams := unrecorded()
 	require.Empty(t, buckets, "gc removed every store no session recorded")
 	require.Empty(t, streams, "and every work stream no session recorded")
+}
+
+// lateDirEnv names the store of TestPreparedStreamMadeLateKilled's child.
+const lateDirEnv = "SY_TEST_LATE_DIR"
+
+// latePipeline holds in a, while b reads what outside clients send it.
+const latePipeline = `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [type="custom.seen"]; exit [shape=Msquare]; start -> a -> b -> exit }`
+
+// lateRun is a run whose node a holds until its session stops, and whose
+// node b reports what it reads from outside, then holds as well.
+func lateRun(t *testing.T, dir string, started chan<- struct{}, seen chan<- string) *run {
+	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+		_ = reg.Register(nodes.Info{Type: "custom.seen", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			for _, m := range in.Messages {
+				if m.From == "" {
+					seen <- m.Text
+				}
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+	}
+	return r
+}
+
+// publishOutside publishes an envelope of text on subject with message id
+// msgID, as an outside client does, and waits for the stream's
+// acknowledgement.
+func publishOutside(ctx context.Context, t *testing.T, b *broker.Broker, subject, msgID, text string) (*jetstream.PubAck, error) {
+	t.Helper()
+	data, err := proto.Marshal(&pb.Envelope{Id: msgID, Kind: "handoff", Payload: &pb.Payload{Message: text}})
+	require.NoError(t, err)
+	return b.JetStream().Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+}
+
+// TestPreparedStreamMadeLateKilled: a process killed (SIGKILL) once the
+// intake of a pipeline on a prepared store made the work stream for the
+// first outside envelope, before that envelope is stored (kill point
+// stream-made-late), loses nothing: the publisher had no acknowledgement
+// and publishes again once the session is resumed, and the node reads the
+// envelope once. The child is this test binary: a burst of durable
+// pipelines, then one on the prepared store to which it publishes.
+func TestPreparedStreamMadeLateKilled(t *testing.T) {
+	started, seen := make(chan struct{}, 4), make(chan string, 4)
+	if dir := os.Getenv(lateDirEnv); dir != "" {
+		defer session.SetPreparedBurst(time.Minute)()
+		r := lateRun(t, dir, started, seen)
+		burst(t, r)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := session.Start(ctx, r.durable(latePipeline, ""))
+		require.NoError(t, err)
+		require.True(t, session.TookPrepared(s))
+		<-started
+		_, _ = publishOutside(ctx, t, r.broker, broker.NodeIn(s.ID(), "b"), "outside-1", "hello b")
+		t.Fatal("not killed at stream-made-late")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedStreamMadeLateKilled$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lateDirEnv+"="+dir, crash.Env+"=stream-made-late:1")
+	out, err := cmd.CombinedOutput()
+	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
+
+	r := lateRun(t, dir, started, seen)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	running, err := session.Running(ctx, r.broker)
+	require.NoError(t, err)
+	require.Len(t, running, 1, "the pipeline on the prepared store, left running")
+	id := running[0].ID
+	st, err := r.broker.JetStream().Stream(ctx, broker.StreamName(id))
+	require.NoError(t, err, "the stream was made before the kill")
+	require.Zero(t, st.CachedInfo().State.Msgs, "the envelope was not stored")
+
+	s, err := session.Resume(ctx, r.durable(latePipeline, id))
+	require.NoError(t, err)
+	defer s.Stop()
+	<-started
+	// The publisher, never acknowledged, publishes again.
+	ack, err := publishOutside(ctx, t, r.broker, broker.NodeIn(id, "b"), "outside-1", "hello b")
+	require.NoError(t, err)
+	require.Equal(t, broker.StreamName(id), ack.Stream)
+	select {
+	case got := <-seen:
+		require.Equal(t, "hello b", got)
+	case <-ctx.Done():
+		t.Fatal("node b never read the outside envelope")
+	}
+	_, err = publishOutside(ctx, t, r.broker, broker.NodeIn(id, "b"), "outside-1", "hello b")
+	require.NoError(t, err, "a repeat is acknowledged")
+	// The stream also holds what the resume sent on for a (start's
+	// handoff, pending in the journal).
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(broker.NodeIn(id, "b")))
+	require.NoError(t, err)
+	require.Equal(t, map[string]uint64{broker.NodeIn(id, "b"): 1}, info.State.Subjects, "and stored once")
 }

@@ -82,7 +82,7 @@ func TestPreparedStoresInABurst(t *testing.T) {
 	require.NotEmpty(t, next, "the second start of a burst prepares the third's store")
 	buckets, streams := storeNames(t, r.broker)
 	require.Contains(t, buckets, broker.KVName(next))
-	require.Contains(t, streams, broker.StreamName(next))
+	require.NotContains(t, streams, broker.StreamName(next), "a prepared store has no work stream (made when outside input comes)")
 	s3 := start()
 	require.True(t, session.TookPrepared(s3))
 	require.Equal(t, next, s3.ID(), "the third start took the prepared store, id and all")
@@ -109,11 +109,106 @@ func TestPreparedStoresInABurst(t *testing.T) {
 	require.Empty(t, list)
 }
 
+// TestPreparedStoreMakesItsStreamLate: a pipeline on a prepared store
+// runs without a work stream — its input and hops are handed in process —
+// and `serve` finds it running all the same (Running reads its bucket).
+// Its intake refuses what no node reads without making one. The first
+// outside envelope it accepts makes the stream, storing the session's
+// Stored subjects; the publisher gets the stream's acknowledgement, the
+// node reads the envelope, and a repeated publish is stored once.
+// Stopped before its end, the session lists its inbound subjects, so what
+// an outside client publishes while no process serves it is stored and
+// acknowledged.
+func TestPreparedStoreMakesItsStreamLate(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	r := newRun(t)
+	started := make(chan struct{}, 1)
+	seen := make(chan string, 4)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			started <- struct{}{}
+			<-ctx.Done() // until the session stops
+			return nil, ctx.Err()
+		})})
+		_ = reg.Register(nodes.Info{Type: "custom.seen", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			for _, m := range in.Messages {
+				seen <- m.Text
+			}
+			<-ctx.Done() // running still: a success would complete the session, and remove its store
+			return nil, ctx.Err()
+		})})
+	}
+	id := burst(t, r)
+	src := `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [type="custom.seen"]; exit [shape=Msquare]; start -> a -> b -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, r.durable(src, ""))
+	require.NoError(t, err)
+	defer s.Stop()
+	require.Equal(t, id, s.ID())
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("node a never started")
+	}
+	js := r.broker.JetStream()
+	noStream := func(why string) {
+		t.Helper()
+		_, err := js.Stream(ctx, broker.StreamName(id))
+		require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%s: %v", why, err)
+	}
+	noStream("its input handed in process")
+	running, err := session.Running(ctx, r.broker)
+	require.NoError(t, err)
+	require.Len(t, running, 1, "a running session without a work stream")
+	require.Equal(t, id, running[0].ID)
+
+	// An inbox the graph does not have is refused by the intake, and
+	// makes no stream.
+	publish := func(subject, msgID, text string) (*jetstream.PubAck, error) {
+		env := &pb.Envelope{Id: msgID, Kind: "handoff", Payload: &pb.Payload{Message: text}}
+		data, err := proto.Marshal(env)
+		require.NoError(t, err)
+		return js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	}
+	_, err = publish(broker.NodeIn(id, "nope"), "outside-0", "no one")
+	require.Error(t, err, "no node nope")
+	noStream("after a refusal")
+
+	// The first envelope accepted makes it; a repeat is stored once.
+	for range 2 {
+		ack, err := publish(broker.NodeIn(id, "b"), "outside-1", "hello b")
+		require.NoError(t, err)
+		require.Equal(t, broker.StreamName(id), ack.Stream)
+	}
+	require.Equal(t, []string{broker.AllStored(id)}, streamSubjects(t, js, id), "made by the intake, in ingress mode")
+	select {
+	case got := <-seen:
+		require.Equal(t, "hello b", got)
+	case <-ctx.Done():
+		t.Fatal("node b never read the outside envelope")
+	}
+
+	st, err := js.Stream(ctx, broker.StreamName(id))
+	require.NoError(t, err)
+	info, err := st.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), info.State.Msgs, "the repeated publish stored once")
+
+	s.Stop()
+	subjects := streamSubjects(t, js, id)
+	require.Contains(t, subjects, broker.NodeIn(id, "a"), "left unfinished: the stream lists its inboxes")
+	require.NotContains(t, subjects, broker.AllStored(id))
+	ack, err := publish(broker.NodeIn(id, "a"), "outside-2", "later")
+	require.NoError(t, err, "stored while nobody serves it")
+	require.Equal(t, broker.StreamName(id), ack.Stream)
+}
+
 // TestPreparedStoreListedWhenLeftUnfinished: a pipeline on a prepared
-// store takes its outside input through its intake while it is served
-// (the stream stores the session's Stored subjects only); stopped before
-// its end, it lists its inbound subjects, so that what an outside client
-// publishes while no process serves it is stored and acknowledged.
+// store that got no outside input has no work stream; stopped before its
+// end, it has one made listing its inbound subjects, so that what an
+// outside client publishes while no process serves it is stored and
+// acknowledged.
 func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
 	defer session.SetPreparedBurst(time.Minute)()
 	r := newRun(t)
@@ -137,24 +232,18 @@ func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("node a never started")
 	}
-	st, err := r.broker.JetStream().Stream(ctx, broker.StreamName(id))
-	require.NoError(t, err)
-	info, err := st.Info(ctx)
-	require.NoError(t, err)
-	require.Equal(t, []string{broker.AllStored(id)}, info.Config.Subjects, "served: the intake takes outside input")
-	// Served: an inbox the graph does not have is refused by the intake.
+	js := r.broker.JetStream()
+	_, err = js.Stream(ctx, broker.StreamName(id))
+	require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%v", err)
+
+	s.Stop()
+	subjects := streamSubjects(t, js, id)
+	require.Contains(t, subjects, broker.NodeIn(id, "a"), "left unfinished: the stream lists its inboxes")
+	require.NotContains(t, subjects, broker.AllStored(id))
 	env := &pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "hello"}}
 	data, err := proto.Marshal(env)
 	require.NoError(t, err)
-	_, err = r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "nope"), data)
-	require.Error(t, err, "no node nope")
-
-	s.Stop()
-	info, err = st.Info(ctx)
-	require.NoError(t, err)
-	require.Contains(t, info.Config.Subjects, broker.NodeIn(id, "a"), "left unfinished: the stream lists its inboxes")
-	require.NotContains(t, info.Config.Subjects, broker.AllStored(id))
-	ack, err := r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "a"), data, jetstream.WithMsgID(env.Id))
+	ack, err := js.Publish(ctx, broker.NodeIn(id, "a"), data, jetstream.WithMsgID(env.Id))
 	require.NoError(t, err, "stored while nobody serves it")
 	require.Equal(t, broker.StreamName(id), ack.Stream)
 }
@@ -192,7 +281,6 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	_, err = js.Stream(ctx, broker.EventStreamName("watched"))
 	require.NoError(t, err, "an event stream is no session's leftover")
 	require.Contains(t, buckets, broker.KVName(live), "held by this live process")
-	require.Contains(t, streams, broker.StreamName(live))
 	_, err = js.Stream(ctx, broker.StreamName("orphan"))
 	require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%v", err)
 }

@@ -105,27 +105,52 @@ func readStored(ctx context.Context, b *broker.Broker, id string) (Stored, bool)
 
 // Running lists the durable sessions whose last checkpoint says they are
 // running (a process died or was interrupted with them); the sessions an
-// operator stopped (End) are not among them. Only the sessions with a work
-// stream are read: a session has one from its creation, and gives it up
-// when it completes (releaseFinished), so the finished sessions a store
-// keeps cost a start (serve --all, --takeover and each rescan) nothing.
+// operator stopped (End) are not among them. Only the sessions with a
+// bucket or a work stream in the store are read: a completed session's
+// bucket moves to the archive and its work stream goes (releaseFinished),
+// so the finished sessions a store keeps cost a start (serve --all,
+// --takeover and each rescan) nothing. A durable pipeline on a prepared
+// store has no work stream until outside input comes (actors.Config.MakeStream):
+// its bucket names it.
 func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
-	names := b.JetStream().StreamNames(ctx)
-	var out []Meta
-	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, broker.StreamName(""))
-		if !ok || !broker.ValidToken(id) || broker.ReservedSession(id) != nil {
-			continue // the pools' work stream, an event stream, another stream
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if !seen[id] && broker.ValidToken(id) && broker.ReservedSession(id) == nil {
+			seen[id] = true
+			ids = append(ids, id)
 		}
+	}
+	var errs []error
+	buckets := b.JetStream().KeyValueStoreNames(ctx)
+	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
+	for name := range buckets.Name() {
+		if id, ok := strings.CutPrefix(name, prefix); ok {
+			add(id)
+		}
+	}
+	if err := buckets.Error(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	names := b.JetStream().StreamNames(ctx)
+	for name := range names.Name() {
+		// The pools' work stream, an event stream, another stream: not
+		// a valid session's id.
+		if id, ok := strings.CutPrefix(name, broker.StreamName("")); ok {
+			add(id)
+		}
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		errs = append(errs, err)
+	}
+	var out []Meta
+	for _, id := range ids {
 		if st, ok := readStored(ctx, b, id); ok && st.Status == "running" {
 			out = append(out, st.Meta)
 		}
 	}
-	if err := names.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		return out, err
-	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // GC removes the completed durable sessions whose last checkpoint is older

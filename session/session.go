@@ -524,7 +524,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	// bucket, work stream and consumer.
 	var prepared *preparer
 	if ps := cfg.prepared; ps != nil && cl == nil && cp == nil {
-		prepared, cl, early = ps.p, ps.lease, ps.early
+		prepared, cl = ps.p, ps.lease
 	}
 	if cfg.ID == "" {
 		cfg.ID = NewID()
@@ -668,23 +668,35 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if s.created {
 			opts = append(opts, broker.Fresh())
 		}
-		work, cons, err := early.result()
-		if work == nil && err == nil {
-			// Not made early, or it existed (left by an interrupted
-			// start: written over here).
-			work, err = broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...)
-		}
-		if err != nil {
-			s.closeEvents()
-			return nil, fmt.Errorf("session: stream: %w", err)
-		}
-		acfg.Consumer = cons
-		acfg.Ingress = prepared != nil // made before its graph was known
-		if info := work.CachedInfo(); info != nil {
-			if info.State.Consumers == 0 {
-				acfg.NoConsumer = true // just made, or left without one
+		if prepared != nil {
+			// A pipeline on a prepared store: its work stream is made
+			// when outside input first comes, or when it is left
+			// unfinished (actors.Config.MakeStream).
+			st, n, dupes := cfg.Broker.Storage(), cfg.replicas(), cfg.Broker.DuplicateWindow()
+			acfg.MakeStream = func(ctx context.Context, subjects broker.Option) error {
+				return broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+					_, err := broker.EnsureSessionStream(ctx, js, cfg.ID, st, broker.Replicas(n), broker.Duplicates(dupes), subjects)
+					return err
+				})
 			}
-			acfg.StreamSubjects = info.Config.Subjects
+		} else {
+			work, cons, err := early.result()
+			if work == nil && err == nil {
+				// Not made early, or it existed (left by an interrupted
+				// start: written over here).
+				work, err = broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), opts...)
+			}
+			if err != nil {
+				s.closeEvents()
+				return nil, fmt.Errorf("session: stream: %w", err)
+			}
+			acfg.Consumer = cons
+			if info := work.CachedInfo(); info != nil {
+				if info.State.Consumers == 0 {
+					acfg.NoConsumer = true // just made, or left without one
+				}
+				acfg.StreamSubjects = info.Config.Subjects
+			}
 		}
 		// The embedded server dies with the process: the consumer's state
 		// is not worth files (actors.Config.ConsumerMemory).
@@ -1235,7 +1247,6 @@ func hasPoolNodes(g *graph.Graph) bool {
 // (broker.CreateOnly): one left by an interrupted start is written over
 // after the checks, as before.
 type earlyStream struct {
-	ingress bool          // a prepared store's: it stores the Stored subjects only (broker.Ingress)
 	done    chan struct{} // closed when made (nil: not started)
 	made    bool          // the stream was made here
 	st      jetstream.Stream
@@ -1251,10 +1262,7 @@ func (e *earlyStream) start(cfg Config) {
 	go func() {
 		defer close(e.done)
 		js := cfg.Broker.JetStream()
-		subjects := broker.Ingress()
-		if !e.ingress {
-			subjects = broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))
-		}
+		subjects := broker.Inbound(actors.InboundSubjects(cfg.ID, cfg.Graph))
 		st, err := broker.EnsureSessionStream(context.Background(), js, cfg.ID, cfg.Broker.Storage(), broker.CreateOnly(),
 			broker.Replicas(cfg.replicas()), subjects, broker.Duplicates(cfg.Broker.DuplicateWindow()))
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
