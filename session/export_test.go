@@ -142,14 +142,17 @@ func TrimWork(s *Session) error {
 }
 
 // PreparedNext waits for the store the broker prepares for its next
-// durable pipeline start and returns its id ("" when none is prepared).
+// durable pipeline start (the first of those it made ahead) and returns its id ("" when none is prepared).
 func PreparedNext(b *broker.Broker) string {
 	p := preparerOf(b)
 	if p == nil {
 		return ""
 	}
 	p.mu.Lock()
-	next := p.next
+	var next *preparedStore
+	if len(p.next) > 0 {
+		next = p.next[0]
+	}
 	p.mu.Unlock()
 	if next == nil {
 		return ""
