@@ -24,8 +24,12 @@ import (
 // stream made, the envelope not yet stored (its publisher, unanswered,
 // publishes again).
 
-// streamMade says whether the session's work stream exists: always, but
-// for a session started without one (Config.MakeStream) until it is made.
+// StreamMade says whether the durable session's work stream was made:
+// always, but for a session started without one (Config.MakeStream) until
+// outside input or ListInbound made it.
+func (s *System) StreamMade() bool { return s.streamMade() }
+
+// streamMade is StreamMade.
 func (s *System) streamMade() bool {
 	return s.cfg.MakeStream == nil || s.lateMade.Load()
 }

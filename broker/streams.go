@@ -479,7 +479,7 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 // as many as it has cores).
 type DeleteOption func(*deleteOptions)
 
-type deleteOptions struct{ notArchived, leaseGone, noDeadLetters bool }
+type deleteOptions struct{ notArchived, leaseGone, noDeadLetters, noWorkStream bool }
 
 // NotArchived says the archive holds nothing of the session (three
 // requests fewer): the process that created it and ran it to its end
@@ -492,6 +492,11 @@ func NotArchived() DeleteOption { return func(o *deleteOptions) { o.notArchived 
 // makes it before the first dead letter, and a session made and run to its
 // end by the caller had none): a request fewer.
 func NoDeadLetters() DeleteOption { return func(o *deleteOptions) { o.noDeadLetters = true } }
+
+// NoWorkStream says the session has no work stream (a durable pipeline
+// made without one that no outside input came to, run to its end by the
+// caller): a request fewer.
+func NoWorkStream() DeleteOption { return func(o *deleteOptions) { o.noWorkStream = true } }
 
 // LeasePurged says the session's lease was purged already (by its owner,
 // which gave it up so): a request fewer, and the last one, after the
@@ -519,9 +524,12 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 		f(&o)
 	}
 	var fs []func() error
-	names := []string{StreamName(session), EventStreamName(session), DeadLetterStreamName(session)}
-	if o.noDeadLetters {
-		names = names[:2]
+	names := []string{EventStreamName(session)}
+	if !o.noWorkStream {
+		names = append(names, StreamName(session))
+	}
+	if !o.noDeadLetters {
+		names = append(names, DeadLetterStreamName(session))
 	}
 	for _, name := range names {
 		fs = append(fs, del("stream "+name, func() error { return js.DeleteStream(ctx, name) }))

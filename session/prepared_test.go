@@ -363,3 +363,40 @@ func TestPreparedStoreRenewedWhileItWaits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
 }
+
+// TestPreparedStoreStreamMadeLateRemoved: a pipeline on a prepared store
+// whose work stream was made for outside input, and that then runs to
+// its end, has its whole store removed, that stream with it.
+func TestPreparedStoreStreamMadeLateRemoved(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	dir := t.TempDir()
+	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			<-ctx.Done() // until the session ends
+			return nil, ctx.Err()
+		})})
+	}
+	id := burst(t, r)
+	// b completes the pipeline once an outside envelope reaches it.
+	src := `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [prompt="b"]; exit [shape=Msquare]; start -> a -> b -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := session.Start(ctx, r.durable(src, ""))
+	require.NoError(t, err)
+	require.Equal(t, id, s.ID())
+	data, err := proto.Marshal(&pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "go"}})
+	require.NoError(t, err)
+	ack, err := r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "b"), data, jetstream.WithMsgID("outside-1"))
+	require.NoError(t, err)
+	require.Equal(t, broker.StreamName(id), ack.Stream)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+
+	require.NoError(t, r.broker.Close())
+	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	buckets, streams := storeNames(t, b)
+	require.Empty(t, buckets, "every session's store removed, and those prepared")
+	require.Empty(t, streams, "the work stream made for the outside envelope too")
+}

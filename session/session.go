@@ -1131,6 +1131,9 @@ func (s *Session) cleanup() {
 		if !s.deadLetters.Load() {
 			known = append(known, broker.NoDeadLetters()) // made here before a first one, and none came
 		}
+		if s.sys != nil && !s.sys.StreamMade() {
+			known = append(known, broker.NoWorkStream()) // made without one, and no outside input came
+		}
 	}
 	remove := func() {
 		release()
