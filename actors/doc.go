@@ -54,7 +54,7 @@
 // every live edit: what an edit adds is stored before anything routes
 // there, what it removes once nothing does, a change of mode passes
 // through a stream storing both, and a failed edit puts the subjects
-// back). A durable pipeline on a prepared store starts without a work
+// back). A new durable pipeline starts without a work
 // stream, in ingress mode: the first outside envelope its intake accepts,
 // or ListInbound when it is left unfinished, makes it (lazy.go). An
 // envelope on an inbox or edge no node has is refused by the intake

@@ -56,7 +56,7 @@ func (s *System) narrowStream(subjects map[string]bool) error {
 
 // ListInbound sets the durable session's work stream to the subjects its
 // graph's inbound subjects call for (broker.WorkSubjects): a session that
-// started in ingress mode on a prepared store (Config.MakeStream) lists them
+// started in ingress mode without a stream (Config.MakeStream) lists them
 // before its process lets go of it, so that outside input is stored while
 // no process serves it. It does nothing when they are set.
 //

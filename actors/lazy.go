@@ -13,8 +13,8 @@ import (
 // and hops are handed in process once their records are stored: its work
 // stream holds outside input only, which most pipelines never get. A
 // stream is a directory and files the server makes and removes (a third
-// of the CPU of a 10-node durable Run when every Run made one), so a
-// pipeline on a prepared store runs without one, in ingress mode: its
+// of the CPU of a 10-node durable Run when every Run made one), so a new
+// durable pipeline runs without one, in ingress mode: its
 // intake takes what outside publishers send to its inboxes and edges, and
 // the first envelope it accepts makes the stream (storing the session's
 // Stored subjects) and its consumer before it is republished there. A

@@ -70,9 +70,9 @@ type Config struct {
 	// on the work stream it just made (NewConsumer): New makes none.
 	Consumer jetstream.Consumer
 	// MakeStream, when not nil, says the session's work stream is not
-	// made yet (a durable pipeline on a prepared store, whose input and
-	// hops are handed in process and need no stream): the session starts
-	// in ingress mode (as with Ingress) without a consumer, and the first
+	// made yet (a new durable pipeline, whose input and hops are handed in
+	// process and need no stream): the session starts in ingress mode (its
+	// outside input goes through its intake) without a consumer, and the first
 	// outside envelope its intake takes, or ListInbound, makes the stream
 	// by calling MakeStream with the subjects it is to store
 	// (broker.Ingress, or broker.Inbound of the graph's inbound subjects),

@@ -179,3 +179,44 @@ func TestPreparedStreamMadeLateKilled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]uint64{broker.NodeIn(id, "b"): 1}, info.State.Subjects, "and stored once")
 }
+
+// earlyDirEnv names the store of TestCreateStreamEarlyKilled's child.
+const earlyDirEnv = "SY_TEST_EARLY_DIR"
+
+// TestCreateStreamEarlyKilled: a process killed (SIGKILL) once a new
+// reactive session's work stream was made beside its bucket (kill point
+// create-stream-early; a pipeline makes no work stream at its start, so
+// cmd/switchyard's TestCrashCreation of a pipeline does not reach it)
+// leaves nothing recorded: a resume says so, `gc` removes what the start
+// left, and a start under the same id runs. The child is this test binary.
+func TestCreateStreamEarlyKilled(t *testing.T) {
+	const src = `digraph s { kind="session"; a [prompt="a"] }`
+	if dir := os.Getenv(earlyDirEnv); dir != "" {
+		r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = session.Start(ctx, r.durable(src, "early"))
+		t.Fatal("not killed at create-stream-early")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCreateStreamEarlyKilled$", "-test.count=1")
+	cmd.Env = append(os.Environ(), earlyDirEnv+"="+dir, crash.Env+"=create-stream-early:1")
+	out, err := cmd.CombinedOutput()
+	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
+
+	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, streams := storeNames(t, r.broker)
+	require.Contains(t, streams, broker.StreamName("early"), "killed once its work stream was made")
+	_, err = session.Resume(ctx, r.durable(src, "early"))
+	require.ErrorIs(t, err, session.ErrNoCheckpoint, "nothing of it is recorded")
+	_, err = session.GC(ctx, r.broker, time.Hour, time.Now(), false)
+	require.NoError(t, err)
+	buckets, streams := storeNames(t, r.broker)
+	require.Empty(t, buckets)
+	require.Empty(t, streams, "gc removed what the start left")
+	s, err := session.Start(ctx, r.durable(src, "early"))
+	require.NoError(t, err, "started afresh under its id")
+	s.Stop()
+}

@@ -7,11 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -83,7 +85,9 @@ func TestGC(t *testing.T) {
 // TestFinishedSessionReleasesItsConsumer: a durable session that completed
 // leaves no work stream (nor its consumer) and no empty dead-letter stream
 // in the store, only its record in the archive (every later embedded
-// server's start and stop would pay for them), one that was interrupted or stopped keeps them, one with dead letters keeps those, a resume of the
+// server's start and stop would pay for them), one that was interrupted or stopped keeps them
+// (a pipeline's work stream and consumer are made for its first outside
+// envelope, or its stream at the stop of one left unfinished), one with dead letters keeps those, a resume of the
 // finished one (--reopen) works all the same, and GC releases what a
 // finished session of an older store still has.
 func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
@@ -126,11 +130,6 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	done.ID, done.Durable = "done", true
 	s, err := session.Start(ctx, done)
 	require.NoError(t, err)
-	require.NoError(t, consumer("done"), "a running session consumes")
-	c, err := js.Consumer(ctx, broker.StreamName("done"), actors.ConsumerName)
-	require.NoError(t, err)
-	require.True(t, r.broker.Embedded())
-	require.True(t, c.CachedInfo().Config.MemoryStorage, "the consumer of an embedded server's session keeps its state in memory: the server dies with the process")
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
@@ -145,15 +144,27 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	require.NoError(t, err)
 	s.Stop()
 	close(hold)
-	require.NoError(t, consumer("busy"), "an interrupted session keeps its consumer")
+	require.NoError(t, workStream("busy"), "an interrupted pipeline has its work stream made at its stop (its resume makes the consumer)")
 	require.ErrorIs(t, deadLetters("busy"), jetstream.ErrStreamNotFound, "no dead letter yet, no stream: the first refusal makes it")
 
 	ended := r.config(r.load(`digraph ended { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`))
 	ended.ID, ended.Durable = "ended", true
 	s, err = session.Start(ctx, ended)
 	require.NoError(t, err)
+	// Refused by its intake, which makes no work stream for it.
 	_, err = js.Publish(ctx, broker.NodeIn("ended", "a"), []byte("not an envelope"))
+	require.Error(t, err)
+	require.ErrorIs(t, workStream("ended"), jetstream.ErrStreamNotFound, "a refusal makes no work stream")
+	// The first envelope accepted makes the stream and the consumer.
+	data, err := proto.Marshal(&pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "m"}})
 	require.NoError(t, err)
+	_, err = js.Publish(ctx, broker.NodeIn("ended", "a"), data)
+	require.NoError(t, err)
+	require.NoError(t, consumer("ended"), "a running session consumes")
+	c, err := js.Consumer(ctx, broker.StreamName("ended"), actors.ConsumerName)
+	require.NoError(t, err)
+	require.True(t, r.broker.Embedded())
+	require.True(t, c.CachedInfo().Config.MemoryStorage, "the consumer of an embedded server's session keeps its state in memory: the server dies with the process")
 	require.Eventually(t, func() bool {
 		st, err := js.Stream(ctx, broker.DeadLetterStreamName("ended"))
 		return err == nil && st.CachedInfo().State.Msgs == 1
@@ -191,16 +202,17 @@ func TestFinishedSessionReleasesItsConsumer(t *testing.T) {
 	archived, err := broker.Archived(ctx, js, "done")
 	require.NoError(t, err)
 	require.True(t, archived)
-	require.NoError(t, consumer("busy"))
+	require.NoError(t, workStream("busy"))
 	require.NoError(t, deadLetters("ended"))
 }
 
-// TestRunningReadsOnlySessionsWithAWorkStream: Running lists the sessions
+// TestRunningReadsOnlyUnfinishedSessions: Running lists the sessions
 // left running — not those stopped by their operator, nor the completed
-// ones, whose work stream is gone (so the finished sessions a store keeps
-// are not read at every start) or, in a store written before they gave it
-// up, whose record says they completed.
-func TestRunningReadsOnlySessionsWithAWorkStream(t *testing.T) {
+// ones, whose work stream is gone and whose bucket moved to the archive
+// (so the finished sessions a store keeps are not read at every start)
+// or, in a store written before they gave them up, whose record says they
+// completed.
+func TestRunningReadsOnlyUnfinishedSessions(t *testing.T) {
 	r := newRun(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -125,6 +125,10 @@ type Config struct {
 	// prepared is the store made ahead that start took for this session
 	// (prepared.go).
 	prepared *preparedStore
+	// late: a new durable pipeline that runs (not one placed for another
+	// member to resume): its work stream is made when outside input first
+	// comes, or when it is left unfinished (actors.Config.MakeStream).
+	late bool
 
 	// Replicas is how many copies JetStream keeps of a durable session's
 	// stream, buckets and object store (3 on a cluster survives the loss of
@@ -268,6 +272,7 @@ func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
 	if cfg.ID == "" {
 		cfg.ID = NewID()
 	}
+	cfg.late = run && cfg.Durable && cfg.ForkOf == "" && cfg.Graph != nil && cfg.Graph.Kind() != "session"
 	defer func() {
 		if err != nil {
 			err = &StartError{ID: cfg.ID, Err: err}
@@ -545,7 +550,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		}
 		var err error
 		var leased func()
-		if cp == nil || cfg.ForkOf != "" {
+		if (cp == nil || cfg.ForkOf != "") && !cfg.late {
 			early = &earlyStream{}
 			leased = func() { early.start(cfg) }
 		}
@@ -668,10 +673,10 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if s.created {
 			opts = append(opts, broker.Fresh())
 		}
-		if prepared != nil {
-			// A pipeline on a prepared store: its work stream is made
-			// when outside input first comes, or when it is left
-			// unfinished (actors.Config.MakeStream).
+		if cfg.late && cp == nil {
+			// A new pipeline: its input and hops are handed in process,
+			// so its work stream is made when outside input first comes,
+			// or when it is left unfinished (actors.Config.MakeStream).
 			st, n, dupes := cfg.Broker.Storage(), cfg.replicas(), cfg.Broker.DuplicateWindow()
 			acfg.MakeStream = func(ctx context.Context, subjects broker.Option) error {
 				return broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
@@ -1030,13 +1035,13 @@ func (s *Session) Stop() {
 	})
 }
 
-// listInbound makes the work stream of a session that took a prepared
-// store, and did not complete, list its inbound subjects before its
-// process lets go of it (prepared.go): outside input is then stored while
+// listInbound makes the work stream of a new pipeline that did not
+// complete (made without one, Config.late) list its inbound subjects
+// before its process lets go of it: outside input is then stored while
 // nobody serves it. A failure leaves it to the resume, which lists them
 // at its start.
 func (s *Session) listInbound() {
-	if s.prepared == nil || s.placed || s.leaseGone.Load() {
+	if !s.cfg.late || s.placed || s.leaseGone.Load() {
 		return
 	}
 	select {

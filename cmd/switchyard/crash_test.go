@@ -265,7 +265,9 @@ func TestCrashCreation(t *testing.T) {
 		point    string
 		recorded bool
 	}{
-		{"create-stream-early:1", false}, {"create-stream:1", false}, {"create-bucket:1", false}, {"create-graph:1", false},
+		// create-stream-early is a reactive session's (a pipeline makes
+		// no work stream at its start): session's TestCreateStreamEarlyKilled.
+		{"create-stream:1", false}, {"create-bucket:1", false}, {"create-graph:1", false},
 		{"create-input:1", false}, {"create-meta:1", true}, {"deliver:1", true},
 	} {
 		t.Run(tc.point, func(t *testing.T) {
