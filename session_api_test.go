@@ -113,3 +113,38 @@ func TestGoSessionEndsAtItsExit(t *testing.T) {
 	require.Equal(t, "success", rep.Status, "it completed at its exit: %s", rep.Reason)
 	require.Equal(t, "seen: deploy finished", rep.Result.Text, "the output that reached the exit")
 }
+
+// TestPublishIntoARunningPipeline: Execution.Publish reaches a node of a
+// running durable pipeline, which starts without a work stream (its
+// input and hops go in process): the publish makes it.
+func TestPublishIntoARunningPipeline(t *testing.T) {
+	release := make(chan struct{})
+	hold := switchyard.AgentFunc(func(ctx context.Context, in switchyard.Message) (switchyard.Message, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return switchyard.Message{}, ctx.Err()
+		}
+		return switchyard.Message{Text: "held"}, nil
+	})
+	b := newRecorder()
+	g := switchyard.New("p").Agent("a", hold).Agent("b", b).Chain("a", "b")
+	ex, err := switchyard.Stream(testCtx(t), g, switchyard.Message{Text: "in"})
+	require.NoError(t, err)
+	defer ex.Close()
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
+	defer cancel()
+	require.NoError(t, ex.Publish(ctx, "b", switchyard.Message{Text: "from outside"}))
+	b.wait(t)
+	b.mu.Lock()
+	require.Len(t, b.msgs, 1)
+	require.Len(t, b.msgs[0], 1)
+	require.Equal(t, "from outside", b.msgs[0][0].Text, "the published message")
+	require.Equal(t, "", b.msgs[0][0].From, "from outside the graph")
+	b.mu.Unlock()
+	close(release)
+	b.wait(t)
+	rep, err := ex.Wait(testCtx(t))
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+}

@@ -713,6 +713,12 @@ func (s *System) Send(ctx context.Context, subj string, env *pb.Envelope) error 
 		callerHeaders(msg.Header, env.GetCaller())
 	}
 	if s.cfg.JetStream != nil && s.topo.Load().subjects[subj] {
+		// A pipeline started without a work stream has it made for the
+		// first envelope the runtime stores (Execution.Publish, a steer,
+		// an output left to the stream), as for outside input (lazy.go).
+		if err := s.makeStreamLate(broker.Ingress(), true); err != nil {
+			return err
+		}
 		// A server restarting is ridden through: the same id makes a
 		// repeat harmless. The subject is chosen at each attempt: a live
 		// edit may change the stream's mode meanwhile (narrowStream). A
