@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -79,6 +80,7 @@ type pendingRecord struct {
 	seq   uint64
 	node  string
 	rec   *pb.JournalRecord
+	blk   *recordBlock        // rec's, given back once it is written (releaseRecords)
 	sched *scheduler.Snapshot // the scheduler's counters after the record
 	data  []byte              // a marshalled entry holding seq..last
 	last  uint64
@@ -86,10 +88,40 @@ type pendingRecord struct {
 	done  func(error)     // told once the record is stored, or cannot be (nil: no one waits)
 }
 
-// recordBlock is a journal record with its time, in one allocation.
+// recordBlock is a journal record with its time and its scheduler
+// counters (countState), in one allocation, reused once the record is
+// written (releaseRecords): a flood of firings made two blocks of about
+// 1.2 KB an event for the collector, a tenth of what a durable queue
+// ingest allocates.
 type recordBlock struct {
-	rec pb.JournalRecord
-	ts  timestamppb.Timestamp
+	rec   pb.JournalRecord
+	ts    timestamppb.Timestamp
+	count countRecord
+}
+
+// recordBlocks are the record blocks of records written, for the next
+// records.
+var recordBlocks = sync.Pool{New: func() any { return new(recordBlock) }}
+
+// releaseRecords gives back the blocks of records written (the writer's,
+// once they are stored and their committers told: nothing reads them
+// again; the entries hold their bytes). The batch list a block's record
+// held the others of its entry in keeps its room.
+func releaseRecords(recs []pendingRecord) {
+	for i := range recs {
+		blk := recs[i].blk
+		if blk == nil {
+			continue
+		}
+		recs[i].blk, recs[i].rec = nil, nil
+		batch := blk.rec.Batch
+		clear(batch[:cap(batch)])
+		blk.rec.Reset()
+		blk.ts.Reset()
+		blk.count.reset()
+		blk.rec.Batch = batch[:0]
+		recordBlocks.Put(blk)
+	}
 }
 
 // appendRecordLocked queues the record of a commit (or of envelopes added
@@ -103,7 +135,7 @@ type recordBlock struct {
 func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, added []*pb.Envelope, hold bool, done func(error)) {
 	seq := j.seq + 1
 	j.at = j.clk.Now()
-	blk := &recordBlock{}
+	blk := recordBlocks.Get().(*recordBlock)
 	blk.ts.Seconds, blk.ts.Nanos = j.at.Unix(), int32(j.at.Nanosecond())
 	rec := &blk.rec
 	rec.Seq, rec.Time, rec.Added = seq, &blk.ts, added
@@ -117,7 +149,7 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 	}
 	var snap *scheduler.Snapshot
 	if c, ok := j.recordCount(rec.Node); ok {
-		rec.Sched = countState(rec.Node, c)
+		rec.Sched = blk.count.fill(rec.Node, c)
 	} else {
 		snap = j.recordSched(rec.Node)
 	}
@@ -128,7 +160,7 @@ func (j *journal) appendRecordLocked(ctx context.Context, c *actors.Commit, adde
 	if j.batch == nil {
 		j.batch, j.spare = j.spare, nil
 	}
-	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, rec: rec, sched: snap, ctx: ctx, done: done})
+	j.batch = append(j.batch, pendingRecord{seq: seq, node: rec.Node, rec: rec, blk: blk, sched: snap, ctx: ctx, done: done})
 	if !hold {
 		j.due = true
 	}
@@ -392,7 +424,7 @@ func entries(batch []pendingRecord) ([]entry, error) {
 			}
 		}
 		if cur == nil {
-			rec.Batch = nil
+			rec.Batch = rec.Batch[:0] // a reused block's room
 			cur = rec
 		} else {
 			cur.Batch = append(cur.Batch, rec)

@@ -110,7 +110,11 @@ func (j *journal) writer() {
 		}
 		t := j.takeLocked(nil)
 		j.mu.Unlock()
-		j.writeBatch(t)
+		if j.writeBatch(t) == nil {
+			// Written and told: a batch that failed may be written again
+			// (settleLocked keeps its records).
+			releaseRecords(t.recs)
+		}
 		j.recycle(t.recs)
 		j.wmu.Unlock()
 	}

@@ -28,7 +28,11 @@ type countRecord struct {
 // SchedulerState schedState makes of the same part as a Snapshot
 // (SnapshotOf).
 func countState(node string, c scheduler.Count) *pb.SchedulerState {
-	r := &countRecord{}
+	return new(countRecord).fill(node, c)
+}
+
+// fill makes r countState's state of c (r zero, or reset).
+func (r *countRecord) fill(node string, c scheduler.Count) *pb.SchedulerState {
 	r.st.Partial, r.st.Total = true, int64(c.Total)
 	r.count.Key, r.count.N = node, int64(c.N)
 	r.counts[0] = &r.count
@@ -39,6 +43,14 @@ func countState(node string, c scheduler.Count) *pb.SchedulerState {
 		r.st.Stalls = r.stalls[:]
 	}
 	return &r.st
+}
+
+// reset makes r zero again (a record block reused).
+func (r *countRecord) reset() {
+	r.st.Reset()
+	r.count.Reset()
+	r.stall.Reset()
+	r.counts[0], r.stalls[0] = nil, nil
 }
 
 // schedState is snap as a SchedulerState.
