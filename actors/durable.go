@@ -519,11 +519,21 @@ func (a *nodeActor) acknowledge(ids []string) {
 
 // seqsOf are the stream sequences of the first copies of envelopes held.
 func (a *nodeActor) seqsOf(ids []string) []uint64 {
+	return a.seqsInto(nil, ids)
+}
+
+// seqsInto is seqsOf in room's array when it has room for them (a job's).
+func (a *nodeActor) seqsInto(room []uint64, ids []string) []uint64 {
 	if !a.s.cfg.Consume {
 		return nil
 	}
-	out := make([]uint64, len(ids))
+	out := room[:0]
+	if room == nil || cap(out) < len(ids) {
+		out = make([]uint64, len(ids)) // never nil: the journal trims by it (Commit.Seqs)
+	}
+	out = out[:len(ids)]
 	for i, id := range ids {
+		out[i] = 0
 		if h, ok := a.acks[id]; ok {
 			out[i] = h.first.seq
 		}

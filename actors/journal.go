@@ -88,7 +88,11 @@ func (f JournalFunc) Commit(ctx context.Context, c *Commit) error { return f(ctx
 // it on its own goroutine and fires its next input while the record is on
 // its way; done may run on the caller's goroutine or the journal's, and
 // must not block. A durable session's journal batches the records queued
-// meanwhile into one write (session package).
+// meanwhile into one write (session package). Once done is called with
+// nil, the journal no longer refers to c or to its Consumed, Seqs and
+// Produced lists (the envelopes in Produced it may keep): the firing's
+// job, which holds them, is reused (a record a sparse policy holds past
+// done keeps copies of them). Its Context it may keep.
 type AsyncJournal interface {
 	Journal
 	CommitAsync(ctx context.Context, c *Commit, done func(error))

@@ -32,6 +32,7 @@ type committed struct {
 	published bool // every output is out: the inputs may be acknowledged
 	term      *Terminal
 	async     bool // the firing's record went through an AsyncJournal
+	job       *job // the firing's, released once this is taken (settled)
 }
 
 // finish applies a handler's outcome: context, routing, the commit record
@@ -144,7 +145,7 @@ func (a *nodeActor) finish(m *runDone) bool {
 	}
 	commit := &job.commit
 	*commit = Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
-		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsOf(consumed), Floor: a.floor()}
+		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsInto(job.seqs1[:0], consumed), Floor: a.floor()}
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
@@ -181,7 +182,8 @@ func (a *nodeActor) finish(m *runDone) bool {
 	}
 	self := a.s.pidOf(a.node.ID)
 	if aj, ok := a.s.cfg.Journal.(AsyncJournal); ok && self != nil {
-		a.commitAsync(aj, self, commit, ev, o, j.attempts, hops)
+		job.self, job.o, job.attempts, job.ev, job.hops = self, o, j.attempts, ev, hops
+		a.commitAsync(aj, job)
 		return false
 	}
 	if self == nil || !a.s.runOn(&a.runner, func() {
@@ -202,23 +204,22 @@ func (a *nodeActor) finish(m *runDone) bool {
 // its outputs, and reports back (settled) for the inputs to be
 // acknowledged: an acknowledged input always has its firing journaled.
 // The read lock on the graph taken in finish is released there.
-func (a *nodeActor) commitAsync(aj AsyncJournal, self *actor.PID, commit *Commit, ev *pb.Event, o *nodes.Outcome, attempts int, hops []hop) {
+// The job carries the firing (its commit, self, o, attempts, ev, hops),
+// and its settleFn, made once per job, is the journal's done.
+func (a *nodeActor) commitAsync(aj AsyncJournal, j *job) {
 	a.inflight++
 	crash.Point("before-commit")
-	aj.CommitAsync(a.s.ctx, commit, func(err error) {
-		a.s.settle(a, self, settledFiring{commit: commit, err: err, ev: ev, o: o, attempts: attempts, hops: hops})
-	})
+	if j.settleFn == nil {
+		j.settleFn = func(err error) { j.a.s.settle(j.a, j.self, settledFiring{j: j, err: err}) }
+	}
+	aj.CommitAsync(a.s.ctx, &j.commit, j.settleFn)
 }
 
 // settledFiring is a firing whose record the journal stored (err nil) or
 // could not store, waiting for its node's io goroutine.
 type settledFiring struct {
-	commit   *Commit
-	err      error
-	ev       *pb.Event
-	o        *nodes.Outcome
-	attempts int
-	hops     []hop
+	j   *job
+	err error
 }
 
 // settled is what a node's io goroutine did with the firings it took at
@@ -274,7 +275,11 @@ func (a *nodeActor) settleAll(self *actor.PID) {
 	m := &settled{done: make([]committed, len(fs))}
 	for i := range fs {
 		f := &fs[i]
-		m.done[i] = a.afterCommit(f.commit.Node, f.commit, f.err, f.ev, f.o, f.attempts, f.hops)
+		j := f.j
+		m.done[i] = a.afterCommit(j.commit.Node, &j.commit, f.err, j.ev, j.o, j.attempts, j.hops)
+		if f.err == nil {
+			m.done[i].job = j // released once its report is taken
+		}
 		a.s.editMu.RUnlock()
 	}
 	// Every output of these firings is out; none of their inputs is

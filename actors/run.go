@@ -18,7 +18,6 @@ import (
 	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/nodes/agent"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
-	"github.com/switchyard/switchyard/scheduler"
 )
 
 // retrySettings is what a node's attributes (and its graph's) say of
@@ -168,10 +167,7 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 		in := &j.attemptIn
 		in.Attempt = attempt
 		in.AttemptID = attemptID(a.s.cfg.SessionID, j.node.ID, j.firing, attempt)
-		in.OnUsage = func(u nodes.Usage) {
-			j.charged = j.charged.Add(u)
-			a.s.emitScheduler(a.s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
-		}
+		in.OnUsage = j.usage()
 		o := a.call(ctx, j, in)
 		if ctx.Err() != nil && !o.Status.IsSuccess() {
 			if cause := context.Cause(ctx); cause != nil && cause != context.Canceled && cause != context.DeadlineExceeded {

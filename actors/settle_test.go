@@ -34,8 +34,9 @@ func settleRig(t *testing.T) (*System, *nodeActor, *actor.PID, <-chan *settled) 
 func settleFirings(s *System, a *nodeActor, pid *actor.PID, n int) {
 	for i := range n {
 		s.editMu.RLock()
-		s.settle(a, pid, settledFiring{commit: &Commit{Node: "n", Firing: uint64(i + 1), Consumed: []string{"e" + strconv.Itoa(i)}},
-			ev: &pb.Event{Kind: "node.completed", Node: "n"}, o: &nodes.Outcome{Status: nodes.StatusSuccess}})
+		j := &job{a: a, self: pid, ev: &pb.Event{Kind: "node.completed", Node: "n"}, o: &nodes.Outcome{Status: nodes.StatusSuccess}}
+		j.commit = Commit{Node: "n", Firing: uint64(i + 1), Consumed: []string{"e" + strconv.Itoa(i)}}
+		s.settle(a, pid, settledFiring{j: j})
 	}
 }
 

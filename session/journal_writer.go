@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard/switchyard/actors"
@@ -75,6 +76,9 @@ func (j *journal) CommitAsync(ctx context.Context, c *actors.Commit, done func(e
 	wait := done
 	if hold {
 		wait = nil
+		// Its committer is told now and may reuse its lists (AsyncJournal):
+		// the record held keeps copies of them.
+		c = heldCommit(c)
 	}
 	j.appendRecordLocked(ctx, c, nil, hold, wait)
 	if hold {
@@ -84,6 +88,14 @@ func (j *journal) CommitAsync(ctx context.Context, c *actors.Commit, done func(e
 	}
 	j.startWriterLocked()
 	j.mu.Unlock()
+}
+
+// heldCommit is c with its own copies of the lists a record refers to
+// (a record held past its committer's done).
+func heldCommit(c *actors.Commit) *actors.Commit {
+	cc := *c
+	cc.Consumed, cc.Seqs, cc.Produced = slices.Clone(c.Consumed), slices.Clone(c.Seqs), slices.Clone(c.Produced)
+	return &cc
 }
 
 // startWriterLocked starts the writer unless it runs (j.mu held).
