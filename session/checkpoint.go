@@ -108,7 +108,7 @@ type journal struct {
 	status    string
 	reason    string
 	failed    bool
-	onSaved   func(seq uint64, node string)
+	onSaved   func([]savedRecord) // told of the records a write stored, together
 	schedSnap func() *scheduler.Snapshot
 	// schedOf is the part of the scheduler's state a firing of a node
 	// changes, for its journal record (scheduler.SnapshotOf).
@@ -354,10 +354,8 @@ func (j *journal) fileWriter(wake chan struct{}) {
 		nodes := j.fileTaken // nil when the final write reported them
 		j.fileTaken = nil
 		j.mu.Unlock()
-		if err == nil && j.onSaved != nil {
-			for _, n := range nodes {
-				j.onSaved(saved, n)
-			}
+		if err == nil {
+			j.saved(saved, nodes)
 		}
 		if err != nil {
 			j.mu.Lock()
@@ -371,6 +369,25 @@ func (j *journal) fileWriter(wake chan struct{}) {
 	}
 }
 
+// savedRecord is a record (a checkpoint, for a file) a write stored, and
+// the node whose commit it holds (onSaved).
+type savedRecord struct {
+	seq  uint64
+	node string
+}
+
+// saved tells onSaved that checkpoint seq holds the commits of nodes.
+func (j *journal) saved(seq uint64, nodes []string) {
+	if j.onSaved == nil || len(nodes) == 0 {
+		return
+	}
+	rs := make([]savedRecord, len(nodes))
+	for i, n := range nodes {
+		rs[i] = savedRecord{seq: seq, node: n}
+	}
+	j.onSaved(rs)
+}
+
 // writeFile writes checkpoint seq (nil: removes the checkpoint, a
 // successful session's end) unless a later one was written already, and
 // reports it saved for the nodes whose commits it holds. It returns the
@@ -382,11 +399,7 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) (uint64,
 		// A later checkpoint, which holds these firings too, was written
 		// (the session's end, while the writer held this one): they were
 		// saved by it.
-		if j.onSaved != nil {
-			for _, n := range nodes {
-				j.onSaved(j.fileSeq, n)
-			}
-		}
+		j.saved(j.fileSeq, nodes)
 		return j.fileSeq, nil
 	}
 	j.fileSeq = seq
@@ -407,11 +420,7 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) (uint64,
 			return 0, err
 		}
 	}
-	if j.onSaved != nil {
-		for _, n := range nodes {
-			j.onSaved(seq, n)
-		}
-	}
+	j.saved(seq, nodes)
 	return seq, nil
 }
 

@@ -275,10 +275,14 @@ func (j *journal) writeTaken(t *taken) error {
 		j.maintainLocked(t.compact, t.floors)
 	}
 	if j.onSaved != nil {
+		rs := make([]savedRecord, 0, len(t.recs))
 		for _, r := range t.recs {
 			if r.node != "" {
-				j.onSaved(r.seq, r.node)
+				rs = append(rs, savedRecord{seq: r.seq, node: r.node})
 			}
+		}
+		if len(rs) > 0 {
+			j.onSaved(rs)
 		}
 	}
 	crash.Point("batch-acked") // stored; no committer told yet

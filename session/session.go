@@ -771,15 +771,22 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if cfg.Durable {
 		s.sweep = newSweeper(cfg.Broker.JetStream(), cfg.ID, s.jr, cfg.Logger.Warn)
 	}
-	s.jr.onSaved = func(seq uint64, node string) {
+	s.jr.onSaved = func(saved []savedRecord) {
 		// One a record: not built when nobody would see it (Emit would
-		// drop it), as a firing's own events (actors.System.Wanted).
-		if s.sys.Wanted("checkpoint.saved") {
-			s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: node,
-				Attrs: []*pb.KV{{Key: "checkpoint", Value: strconv.FormatUint(seq, 10)}}})
-		}
-		if s.sweep != nil {
-			s.sweep.committed(seq)
+		// drop it), as a firing's own events (actors.System.Wanted). Asked
+		// once for the records a write stored, as the System's event
+		// goroutine asks once for the events queued: each was stored
+		// before the answer (two subscription lookups a record were ~0.7%
+		// of a durable ingest's CPU).
+		announce := s.sys.Wanted("checkpoint.saved")
+		for _, r := range saved {
+			if announce {
+				s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: r.node,
+					Attrs: []*pb.KV{{Key: "checkpoint", Value: strconv.FormatUint(r.seq, 10)}}})
+			}
+			if s.sweep != nil {
+				s.sweep.committed(r.seq)
+			}
 		}
 	}
 	if s.lease != nil {
