@@ -627,8 +627,11 @@ func (j *journal) trimConsumed(node string, floor uint64) {
 	if h == nil {
 		return
 	}
-	for h.Len() > 0 && (*h)[0].Seq <= floor {
-		minheap.Pop((*[]ConsumedEnvelope)(h), consumedLess)
+	for {
+		if low, ok := h.min(); !ok || low.Seq > floor {
+			break
+		}
+		h.pop()
 	}
 	if h.Len() == 0 {
 		delete(j.consumed, node)
@@ -645,7 +648,7 @@ func (j *journal) addConsumed(c ConsumedEnvelope) {
 		h = &consumedHeap{}
 		j.consumed[c.Node] = h
 	}
-	minheap.Push((*[]ConsumedEnvelope)(h), c, consumedLess)
+	h.push(c)
 }
 
 // consumedList is every consumed envelope kept, node by node in order,
@@ -661,19 +664,72 @@ func (j *journal) consumedList() []ConsumedEnvelope {
 	out := make([]ConsumedEnvelope, 0, n)
 	for _, node := range nodes {
 		start := len(out)
-		out = append(out, *j.consumed[node]...)
+		out = j.consumed[node].appendTo(out)
 		part := out[start:]
 		sort.Slice(part, func(a, b int) bool { return part[a].Seq < part[b].Seq })
 	}
 	return out
 }
 
-// consumedHeap is a node's consumed envelopes, a min-heap by sequence.
-type consumedHeap []ConsumedEnvelope
+// consumedHeap is a node's consumed envelopes, lowest sequence first: the
+// ones consumed in stream order (nearly all: a queue's envelopes are
+// consumed as they were delivered) in a list, forgotten from its head in
+// O(1), and the others in a min-heap (a queue alone, one envelope above
+// the last, was a heap's pop of O(log n) per envelope: 1.2% of a durable
+// ingest's CPU).
+type consumedHeap struct {
+	inOrder []ConsumedEnvelope // ascending from head on
+	head    int
+	rest    []ConsumedEnvelope // a min-heap by sequence
+}
 
-func (h consumedHeap) Len() int { return len(h) }
+func (h *consumedHeap) Len() int { return len(h.inOrder) - h.head + len(h.rest) }
 
 func consumedLess(a, b ConsumedEnvelope) bool { return a.Seq < b.Seq }
+
+// push adds c.
+func (h *consumedHeap) push(c ConsumedEnvelope) {
+	if n := len(h.inOrder); n == h.head || h.inOrder[n-1].Seq <= c.Seq {
+		h.inOrder = append(h.inOrder, c)
+		return
+	}
+	minheap.Push(&h.rest, c, consumedLess)
+}
+
+// min is the envelope of the lowest sequence, if any.
+func (h *consumedHeap) min() (ConsumedEnvelope, bool) {
+	switch {
+	case h.head < len(h.inOrder) && (len(h.rest) == 0 || h.inOrder[h.head].Seq <= h.rest[0].Seq):
+		return h.inOrder[h.head], true
+	case len(h.rest) > 0:
+		return h.rest[0], true
+	}
+	return ConsumedEnvelope{}, false
+}
+
+// pop forgets the envelope of the lowest sequence (there is one).
+func (h *consumedHeap) pop() {
+	if h.head == len(h.inOrder) || (len(h.rest) > 0 && h.rest[0].Seq < h.inOrder[h.head].Seq) {
+		minheap.Pop(&h.rest, consumedLess)
+		return
+	}
+	h.inOrder[h.head] = ConsumedEnvelope{} // no reference kept
+	h.head++
+	switch {
+	case h.head == len(h.inOrder):
+		h.inOrder, h.head = h.inOrder[:0], 0
+	case h.head >= 64 && 2*h.head >= len(h.inOrder):
+		// What is left moves to the front: amortised O(1) an envelope.
+		n := copy(h.inOrder, h.inOrder[h.head:])
+		clear(h.inOrder[n:])
+		h.inOrder, h.head = h.inOrder[:n], 0
+	}
+}
+
+// appendTo appends every envelope kept to out, in no particular order.
+func (h *consumedHeap) appendTo(out []ConsumedEnvelope) []ConsumedEnvelope {
+	return append(append(out, h.inOrder[h.head:]...), h.rest...)
+}
 
 // consumedIDs are the ids of the consumed envelopes the journal keeps.
 func (j *journal) consumedIDs() []string {
@@ -681,7 +737,7 @@ func (j *journal) consumedIDs() []string {
 	defer j.mu.Unlock()
 	var out []string
 	for _, h := range j.consumed {
-		for _, c := range *h {
+		for _, c := range h.appendTo(nil) {
 			out = append(out, c.ID)
 		}
 	}
