@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -105,8 +106,7 @@ var recordBlocks = sync.Pool{New: func() any { return new(recordBlock) }}
 
 // releaseRecords gives back the blocks of records written (the writer's,
 // once they are stored and their committers told: nothing reads them
-// again; the entries hold their bytes). The batch list a block's record
-// held the others of its entry in keeps its room.
+// again; the entries hold their bytes).
 func releaseRecords(recs []pendingRecord) {
 	for i := range recs {
 		blk := recs[i].blk
@@ -114,12 +114,9 @@ func releaseRecords(recs []pendingRecord) {
 			continue
 		}
 		recs[i].blk, recs[i].rec = nil, nil
-		batch := blk.rec.Batch
-		clear(batch[:cap(batch)])
 		blk.rec.Reset()
 		blk.ts.Reset()
 		blk.count.reset()
-		blk.rec.Batch = batch[:0]
 		recordBlocks.Put(blk)
 	}
 }
@@ -381,25 +378,44 @@ type entry struct {
 // entries marshals a batch into journal entries: the records queued during
 // one write go together, the first record holding the others in its batch
 // field, under the first one's key (an entry kept from an earlier attempt
-// is kept as it was).
+// is kept as it was). Each record is sized once (where the entries split)
+// and marshalled with that size: the first, then each of the others as an
+// element of its batch field, which the wire format lets follow the first
+// one's other fields (proto.Marshal of the first with its batch set sized
+// every record a second time).
 func entries(batch []pendingRecord) ([]entry, error) {
 	var out []entry
 	var cur *pb.JournalRecord
+	var more []*pb.JournalRecord // the records cur's batch holds
+	var sizes []int              // theirs
 	size := 0
 	flush := func() error {
 		if cur == nil {
 			return nil
 		}
-		data, err := proto.Marshal(cur)
+		n := size
+		for _, sz := range sizes {
+			n += protowire.SizeTag(batchField) + protowire.SizeBytes(sz) - sz
+		}
+		data, err := cachedSize.MarshalAppend(make([]byte, 0, n), cur)
+		for i, rec := range more {
+			if err != nil {
+				break
+			}
+			data = protowire.AppendTag(data, batchField, protowire.BytesType)
+			data = protowire.AppendVarint(data, uint64(sizes[i]))
+			data, err = cachedSize.MarshalAppend(data, rec)
+		}
 		if err != nil {
 			return err
 		}
 		last := cur.GetSeq()
-		if n := len(cur.Batch); n > 0 {
-			last = cur.Batch[n-1].GetSeq()
+		if n := len(more); n > 0 {
+			last = more[n-1].GetSeq()
 		}
 		out = append(out, entry{first: cur.GetSeq(), last: last, data: data})
-		cur, size = nil, 0
+		clear(more)
+		cur, more, sizes, size = nil, more[:0], sizes[:0], 0
 		return nil
 	}
 	for _, r := range batch {
@@ -417,17 +433,17 @@ func entries(batch []pendingRecord) ([]entry, error) {
 		if r.sched != nil && rec.Sched == nil {
 			rec.Sched = schedState(r.sched)
 		}
-		n := proto.Size(rec)
-		if cur != nil && (size+n > maxEntry || len(cur.Batch)+1 >= maxEntryRecords) {
+		rec.Batch = nil
+		n := proto.Size(rec) // cached in rec: unchanged until marshalled
+		if cur != nil && (size+n > maxEntry || len(more)+1 >= maxEntryRecords) {
 			if err := flush(); err != nil {
 				return nil, err
 			}
 		}
 		if cur == nil {
-			rec.Batch = rec.Batch[:0] // a reused block's room
 			cur = rec
 		} else {
-			cur.Batch = append(cur.Batch, rec)
+			more, sizes = append(more, rec), append(sizes, n)
 		}
 		size += n
 	}
@@ -436,6 +452,12 @@ func entries(batch []pendingRecord) ([]entry, error) {
 	}
 	return out, nil
 }
+
+// cachedSize marshals a record sized just before (entries).
+var cachedSize = proto.MarshalOptions{UseCachedSize: true}
+
+// batchField is the number of JournalRecord's batch field.
+var batchField = (&pb.JournalRecord{}).ProtoReflect().Descriptor().Fields().ByName("batch").Number()
 
 // writeRecords publishes the batch's entries and waits for their
 // acknowledgements together. What a transient fault (a server restart)
