@@ -225,6 +225,51 @@ func (j *job) hopContext(ctx map[string]string, whole bool, extra ...string) (kv
 	return deltaOf(ctx, j.changed, extra...), j.tc.base, j.tc.version + 1
 }
 
+// wholeContext is the whole context ctx as a commit of node carries it
+// (sorted pairs), the list of the node's last such commit when ctx has
+// the same pairs: a node fed from outside (no base) mostly commits the
+// same context at every firing — its own keys over an input that carries
+// none — and a list made for each was two allocations and a sort per
+// event of a durable ingest. The list is shared, read-only, by the
+// commits and the journal (which keeps the last one). Only small contexts
+// are kept, for up to maxWholeNodes nodes (then the table starts again):
+// a pipeline's grows with the nodes it visits.
+func (s *System) wholeContext(node string, ctx map[string]string) []*pb.KV {
+	if v, ok := s.lastWhole.Load(node); ok {
+		if kvs := v.([]*pb.KV); sameContext(ctx, kvs) {
+			return kvs
+		}
+	}
+	kvs := kvList(ctx)
+	if len(kvs) <= maxWholePairs {
+		if _, had := s.lastWhole.Swap(node, kvs); !had && s.wholeKept.Add(1) > maxWholeNodes {
+			s.lastWhole.Clear()
+			s.wholeKept.Store(0)
+		}
+	}
+	return kvs
+}
+
+// Bounds of the whole contexts kept (wholeContext): the pairs of one, and
+// the nodes.
+const (
+	maxWholePairs = 16
+	maxWholeNodes = 1024
+)
+
+// sameContext reports whether ctx holds exactly the pairs of kvs.
+func sameContext(ctx map[string]string, kvs []*pb.KV) bool {
+	if len(ctx) != len(kvs) {
+		return false
+	}
+	for _, kv := range kvs {
+		if v, ok := ctx[kv.Key]; !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
 // holdContexts leaves the context of each envelope the firing sends in the
 // store for its receiver. The first envelope of a map gets the map itself;
 // the others of the same map share one copy (each receiver copies it),

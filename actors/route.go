@@ -140,8 +140,11 @@ func (a *nodeActor) finish(m *runDone) bool {
 	}
 	var ctxKV []*pb.KV
 	base := ""
-	if a.s.commitWhole || job.tc.base != "" {
-		ctxKV, base, _ = job.hopContext(ctx, false)
+	switch {
+	case job.tc.base != "":
+		ctxKV, base, _ = job.hopContext(ctx, false) // the delta its envelopes carry
+	case a.s.commitWhole:
+		ctxKV = a.s.wholeContext(a.node.ID, ctx)
 	}
 	commit := &job.commit
 	*commit = Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,

@@ -292,12 +292,16 @@ type System struct {
 	// someone subscribed to, a dead letter (PublishedForOthers).
 	forOthers atomic.Bool
 
-	evSubjects sync.Map       // event kind -> its two subjects (eventSubjects)
-	evKinds    atomic.Int64   // kinds stored in evSubjects, or tried
-	evq        chan *pb.Event // events waiting to be published, in order
-	evDone     chan struct{}  // closed when publishEvents has drained evq (up to Stop's nil)
-	evMu       sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
-	evClosed   bool
+	evSubjects sync.Map // event kind -> its two subjects (eventSubjects)
+	// lastWhole: node id -> the whole context its last commit over no
+	// base carried (wholeContext); wholeKept counts its nodes
+	lastWhole sync.Map
+	wholeKept atomic.Int64
+	evKinds   atomic.Int64   // kinds stored in evSubjects, or tried
+	evq       chan *pb.Event // events waiting to be published, in order
+	evDone    chan struct{}  // closed when publishEvents has drained evq (up to Stop's nil)
+	evMu      sync.RWMutex   // guards evClosed against Emit (lock order: mu, then evMu)
+	evClosed  bool
 
 	quiesce quiesceState // a handover: no new firing (quiesce.go)
 }

@@ -19,6 +19,43 @@ func TestDeltaOf(t *testing.T) {
 	require.Empty(t, deltaOf(ctx, nil))
 }
 
+// TestWholeContext: a node's commit over no base carries its whole
+// context, sorted; the same pairs as its last give the same list (shared,
+// not made again), other pairs a list of their own — a value changed, a
+// key more or less, another node.
+func TestWholeContext(t *testing.T) {
+	s := &System{}
+	ctx := map[string]string{"outcome": "success", "current_node": "n"}
+	first := s.wholeContext("n", ctx)
+	require.Equal(t, fmt.Sprint([]*pb.KV{{Key: "current_node", Value: "n"}, {Key: "outcome", Value: "success"}}), fmt.Sprint(first))
+	again := s.wholeContext("n", map[string]string{"current_node": "n", "outcome": "success"})
+	require.Same(t, &first[0], &again[0], "the same pairs: the last list")
+	for _, other := range []map[string]string{
+		{"current_node": "n", "outcome": "fail"},
+		{"current_node": "n", "outcome": "success", "k": "v"},
+		{"current_node": "n"},
+	} {
+		got := s.wholeContext("n", other)
+		require.Equal(t, fmt.Sprint(kvList(other)), fmt.Sprint(got))
+		require.Equal(t, fmt.Sprint(got), fmt.Sprint(s.wholeContext("n", other)))
+	}
+	m := s.wholeContext("m", ctx)
+	require.Equal(t, fmt.Sprint(first), fmt.Sprint(m))
+
+	// A large context is not kept; nor are more than maxWholeNodes nodes'.
+	large := map[string]string{}
+	for i := range maxWholePairs + 1 {
+		large["k"+fmt.Sprint(i)] = "v"
+	}
+	one := s.wholeContext("big", large)
+	two := s.wholeContext("big", large)
+	require.NotSame(t, &one[0], &two[0], "a large context is made each time")
+	for i := range 2 * maxWholeNodes {
+		s.wholeContext(fmt.Sprint("node", i), ctx)
+	}
+	require.LessOrEqual(t, s.wholeKept.Load(), int64(maxWholeNodes))
+}
+
 // TestResolveContext: an envelope's context is its whole context, or its
 // delta over the context held in process for it, or the journal's; a base
 // found nowhere or at another version is ErrContext, never an empty
