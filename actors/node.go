@@ -793,7 +793,11 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		a.waiting = why // an "admit" notice will try again
 		return
 	}
-	t, w, evs := a.s.sched.Admit(a.node.ID)
+	room := newJob() // the firing's, if admitted: its ticket is made there
+	t, w, evs := a.s.sched.AdmitIn(a.node.ID, &room.admitted)
+	if t == nil {
+		releaseJob(room)
+	}
 	a.s.emitScheduler(evs)
 	if w != nil && errors.Is(w.Err, scheduler.ErrUnknownNode) {
 		// A live edit removed the node since the batch was queued: not a
@@ -820,6 +824,9 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		a.waiting = w.Reason // an "admit" notice will try again
 		return
 	}
+	if t == nil {
+		return // neither a ticket nor a wait: nothing runs (room is given back)
+	}
 	a.waiting = ""
 	a.popQueue()
 	tc := a.head
@@ -829,7 +836,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 	a.running = true
 	firing := a.firing
 	self := a.self
-	job := a.prepare(batch, firing, tc)
+	job := a.prepare(room, batch, firing, tc)
 	job.ticket = t
 	if !a.inline {
 		st := a.s.steers.take()
@@ -947,8 +954,10 @@ type job struct {
 	metaKV []*pb.KV          // what the firing's envelopes carry (meta + the outcome's)
 	caller []*pb.KV          // whose work this is (Envelope.caller)
 
-	ticket  *scheduler.Ticket // the scheduler's admission of this firing
-	charged nodes.Usage       // usage already charged during the run
+	ticket *scheduler.Ticket // the scheduler's admission of this firing (&admitted)
+	// admitted is the room ticket is made in (scheduler.AdmitIn).
+	admitted scheduler.Ticket
+	charged  nodes.Usage // usage already charged during the run
 
 	// Room for what most firings need, in the job's own allocation: the
 	// message of a batch of one and the keys a firing usually sets.
@@ -1018,12 +1027,11 @@ func (j *job) usage() func(nodes.Usage) {
 	return j.onUsage
 }
 
-// prepare builds the firing of batch from tc, its first envelope's
-// resolved context (resolveHead).
-func (a *nodeActor) prepare(batch []*pb.Envelope, firing uint64, tc tokenContext) *job {
+// prepare builds the firing of batch in j (a zero job but for its
+// ticket) from tc, its first envelope's resolved context (resolveHead).
+func (a *nodeActor) prepare(j *job, batch []*pb.Envelope, firing uint64, tc tokenContext) *job {
 	g := a.s.graph()
 	first := batch[0]
-	j := newJob()
 	j.batch, j.firing, j.node, j.h, j.a = batch, firing, a.node, a.h, a
 	bs := first.GetBranches()
 	if a.joinsHere(bs) {
