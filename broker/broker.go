@@ -53,6 +53,10 @@ type Broker struct {
 		closed bool
 	}
 
+	// sibling: made by Sibling, on another broker's server, which it
+	// does not own.
+	sibling bool
+
 	once sync.Once
 	err  error
 }
@@ -163,6 +167,29 @@ func (b *Broker) NewConn(opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("broker: connect %s: %w", b.cfg.URL, err)
 	}
 	return nc, nil
+}
+
+// Sibling is a broker on b's server and store with a connection of its
+// own. A server reads each connection's messages one after the other: the
+// requests of background work (the session package's prepared stores and
+// removals: stream creations and deletions, the server's file-system
+// calls) sent on a sibling's connection no longer hold up, on the
+// server's side, the journal writes b's connection carries. Its Close
+// drains its own connection only (and runs its OnClose functions); close
+// it before b.
+func (b *Broker) Sibling() (*Broker, error) {
+	s := &Broker{cfg: b.cfg, srv: b.srv, secret: b.secret, tmpDir: b.tmpDir, closed: make(chan struct{}), sibling: true}
+	nc, err := b.NewConn(nats.Name("switchyard-background"), nats.ClosedHandler(func(*nats.Conn) { close(s.closed) }))
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("broker: jetstream: %w", err)
+	}
+	s.nc, s.js = nc, js
+	return s, nil
 }
 
 // Conn is the broker's connection (admin on an embedded server). Do not
@@ -284,7 +311,9 @@ func (b *Broker) Close() error {
 			}
 			b.nc.Close()
 		}
-		b.shutdownServer()
+		if !b.sibling {
+			b.shutdownServer()
+		}
 	})
 	return b.err
 }

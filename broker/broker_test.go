@@ -320,3 +320,35 @@ func TestDataDirLocked(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, again.Close())
 }
+
+// TestSibling: a sibling shares its broker's server and store through a
+// connection of its own — a stream it makes is the broker's, what it
+// publishes reaches the broker's subscribers — and its Close leaves the
+// server running and the broker working.
+func TestSibling(t *testing.T) {
+	b := brokertest.Start(t)
+	sib, err := b.Sibling()
+	require.NoError(t, err)
+	require.NotSame(t, b.Conn(), sib.Conn(), "a connection of its own")
+	require.Equal(t, b.Storage(), sib.Storage())
+	require.Equal(t, b.DataDir(), sib.DataDir())
+
+	_, err = broker.EnsureSessionStream(ctx(t), sib.JetStream(), "s1", sib.Storage())
+	require.NoError(t, err)
+	_, err = b.JetStream().Stream(ctx(t), broker.StreamName("s1"))
+	require.NoError(t, err, "the same store")
+	got := make(chan *nats.Msg, 1)
+	sub, err := b.Conn().ChanSubscribe(broker.NodeIn("s1", "x"), got)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, sub.Unsubscribe()) }()
+	require.NoError(t, b.Conn().Flush())
+	require.NoError(t, sib.Conn().Publish(broker.NodeIn("s1", "x"), []byte("hi")))
+	require.Equal(t, "hi", string(recv(t, got, 10*time.Second, "message").Data))
+
+	require.NoError(t, sib.Close())
+	require.True(t, sib.Conn().IsClosed())
+	require.True(t, b.Server().Running(), "the server runs on")
+	ack, err := b.JetStream().Publish(ctx(t), broker.NodeIn("s1", "a"), []byte("x"))
+	require.NoError(t, err, "the broker works on")
+	require.Equal(t, broker.StreamName("s1"), ack.Stream)
+}

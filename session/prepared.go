@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/crash"
@@ -79,6 +81,12 @@ type preparedStore struct {
 // preparer makes the prepared stores of one broker.
 type preparer struct {
 	b *broker.Broker
+	// bg is the broker the preparations and removals go through: b's
+	// sibling (broker.Sibling), made at the first preparation, so that the
+	// server reads their requests beside the journal writes of the
+	// sessions on b's connection, not among them; b when it could not be
+	// made. Closed by close, after every preparation and removal.
+	bg *broker.Broker
 
 	mu     sync.Mutex
 	next   []*preparedStore // made or being made, the next to take first
@@ -159,15 +167,28 @@ func (p *preparer) take(cfg *Config) *preparedStore {
 	return nil
 }
 
+// background is p.bg, made on first use (p.mu held).
+func (p *preparer) backgroundLocked() *broker.Broker {
+	if p.bg == nil {
+		bg, err := p.b.Sibling()
+		if err != nil {
+			bg = p.b
+		}
+		p.bg = bg
+	}
+	return p.bg
+}
+
 // prepareLocked starts making a store with n replicas (p.mu held).
 func (p *preparer) prepareLocked(n int) *preparedStore {
 	ps := &preparedStore{p: p, id: NewID(), replicas: n, ready: make(chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{})}
+	bg := p.backgroundLocked()
 	p.wg.Add(1)
 	go func() { // owned by p: close waits for it
 		defer p.wg.Done()
 		defer close(ps.ready)
-		cfg := Config{ID: ps.id, Broker: p.b, Durable: true, Clock: clock.Real(), Replicas: n,
+		cfg := Config{ID: ps.id, Broker: bg, Durable: true, Clock: clock.Real(), Replicas: n,
 			Logger: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -246,7 +267,17 @@ func (p *preparer) remove(id string, l *lease) {
 	if l.purged {
 		opts = append(opts, broker.LeasePurged())
 	}
-	_ = broker.DeleteSession(ctx, p.b.JetStream(), id, opts...)
+	_ = broker.DeleteSession(ctx, p.js(), id, opts...)
+}
+
+// js is the JetStream context removals go through: bg's once made.
+func (p *preparer) js() jetstream.JetStream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bg != nil {
+		return p.bg.JetStream()
+	}
+	return p.b.JetStream()
 }
 
 // removeLater runs a successful session's removal in the background;
@@ -277,4 +308,10 @@ func (p *preparer) close() {
 		p.discard(ps) // closed: removed here
 	}
 	p.wg.Wait()
+	p.mu.Lock()
+	bg := p.bg
+	p.mu.Unlock()
+	if bg != nil && bg != p.b {
+		_ = bg.Close()
+	}
 }

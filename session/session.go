@@ -1152,7 +1152,11 @@ func (s *Session) cleanup() {
 		if s.lease != nil && s.lease.purged {
 			known = append(known, broker.LeasePurged())
 		}
-		if err := broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, known...); err != nil {
+		js := s.cfg.Broker.JetStream()
+		if s.prepared != nil {
+			js = s.prepared.js() // the background's connection
+		}
+		if err := broker.DeleteSession(ctx, js, s.id, known...); err != nil {
 			s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
 		}
 	}
