@@ -10,19 +10,32 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/internal/crash"
 	"github.com/switchyard/switchyard/internal/testio"
-	"github.com/switchyard/switchyard/nodes"
-	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/session"
 )
 
-// burstDirEnv names the store of TestPreparedStoreKilled's child process.
-const burstDirEnv = "SY_TEST_BURST_DIR"
+// childDirEnv names the store of a crash test's child process.
+const childDirEnv = "SY_TEST_CHILD_DIR"
+
+// childDir is the store a crash test's child runs on ("" in the parent).
+func childDir() string { return os.Getenv(childDirEnv) }
+
+// killedChild runs test (this test binary, that test alone) as a child
+// on a new store with kill point point armed, requires that it was
+// killed there, and returns the store's directory.
+func killedChild(t *testing.T, test, point string) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, crash.Env+"="+point)
+	out, err := cmd.CombinedOutput()
+	require.True(t, testio.Killed(err), "the child was not killed at %s: %v\n%s", point, err, out)
+	return dir
+}
 
 // TestPreparedStoreKilled: a process killed (SIGKILL) right after it
 // prepared the next pipeline's store leaves a store no session recorded:
@@ -31,17 +44,13 @@ const burstDirEnv = "SY_TEST_BURST_DIR"
 // binary, running two durable pipelines in a burst on the store, with the
 // kill point store-prepared armed.
 func TestPreparedStoreKilled(t *testing.T) {
-	if dir := os.Getenv(burstDirEnv); dir != "" {
+	if dir := childDir(); dir != "" {
 		defer session.SetPreparedBurst(time.Minute)()
 		r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
 		burst(t, r) // killed while the third start's store is prepared
 		t.Fatal("not killed at store-prepared")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedStoreKilled$", "-test.count=1")
-	cmd.Env = append(os.Environ(), burstDirEnv+"="+dir, crash.Env+"=store-prepared:1")
-	out, err := cmd.CombinedOutput()
-	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
+	dir := killedChild(t, "TestPreparedStoreKilled", "store-prepared:1")
 
 	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -72,50 +81,11 @@ func TestPreparedStoreKilled(t *testing.T) {
 	}
 	buckets, _ := unrecorded()
 	require.NotEmpty(t, buckets, "the prepared store is left, recorded by no session")
-	_, err = session.GC(ctx, b, time.Hour, time.Now(), false)
+	_, err := session.GC(ctx, b, time.Hour, time.Now(), false)
 	require.NoError(t, err)
 	buckets, streams := unrecorded()
 	require.Empty(t, buckets, "gc removed every store no session recorded")
 	require.Empty(t, streams, "and every work stream no session recorded")
-}
-
-// lateDirEnv names the store of TestPreparedStreamMadeLateKilled's child.
-const lateDirEnv = "SY_TEST_LATE_DIR"
-
-// latePipeline holds in a, while b reads what outside clients send it.
-const latePipeline = `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [type="custom.seen"]; exit [shape=Msquare]; start -> a -> b -> exit }`
-
-// lateRun is a run whose node a holds until its session stops, and whose
-// node b reports what it reads from outside, then holds as well.
-func lateRun(t *testing.T, dir string, started chan<- struct{}, seen chan<- string) *run {
-	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
-	r.reg = func(reg *nodes.Registry) {
-		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			started <- struct{}{}
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})})
-		_ = reg.Register(nodes.Info{Type: "custom.seen", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			for _, m := range in.Messages {
-				if m.From == "" {
-					seen <- m.Text
-				}
-			}
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})})
-	}
-	return r
-}
-
-// publishOutside publishes an envelope of text on subject with message id
-// msgID, as an outside client does, and waits for the stream's
-// acknowledgement.
-func publishOutside(ctx context.Context, t *testing.T, b *broker.Broker, subject, msgID, text string) (*jetstream.PubAck, error) {
-	t.Helper()
-	data, err := proto.Marshal(&pb.Envelope{Id: msgID, Kind: "handoff", Payload: &pb.Payload{Message: text}})
-	require.NoError(t, err)
-	return b.JetStream().Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
 }
 
 // TestPreparedStreamMadeLateKilled: a process killed (SIGKILL) once the
@@ -127,7 +97,7 @@ func publishOutside(ctx context.Context, t *testing.T, b *broker.Broker, subject
 // pipelines, then one on the prepared store to which it publishes.
 func TestPreparedStreamMadeLateKilled(t *testing.T) {
 	started, seen := make(chan struct{}, 4), make(chan string, 4)
-	if dir := os.Getenv(lateDirEnv); dir != "" {
+	if dir := childDir(); dir != "" {
 		defer session.SetPreparedBurst(time.Minute)()
 		r := lateRun(t, dir, started, seen)
 		burst(t, r)
@@ -140,11 +110,7 @@ func TestPreparedStreamMadeLateKilled(t *testing.T) {
 		_, _ = publishOutside(ctx, t, r.broker, broker.NodeIn(s.ID(), "b"), "outside-1", "hello b")
 		t.Fatal("not killed at stream-made-late")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedStreamMadeLateKilled$", "-test.count=1")
-	cmd.Env = append(os.Environ(), lateDirEnv+"="+dir, crash.Env+"=stream-made-late:1")
-	out, err := cmd.CombinedOutput()
-	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
+	dir := killedChild(t, "TestPreparedStreamMadeLateKilled", "stream-made-late:1")
 
 	r := lateRun(t, dir, started, seen)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -180,9 +146,6 @@ func TestPreparedStreamMadeLateKilled(t *testing.T) {
 	require.Equal(t, map[string]uint64{broker.NodeIn(id, "b"): 1}, info.State.Subjects, "and stored once")
 }
 
-// earlyDirEnv names the store of TestCreateStreamEarlyKilled's child.
-const earlyDirEnv = "SY_TEST_EARLY_DIR"
-
 // TestCreateStreamEarlyKilled: a process killed (SIGKILL) once a new
 // reactive session's work stream was made beside its bucket (kill point
 // create-stream-early; a pipeline makes no work stream at its start, so
@@ -191,25 +154,21 @@ const earlyDirEnv = "SY_TEST_EARLY_DIR"
 // left, and a start under the same id runs. The child is this test binary.
 func TestCreateStreamEarlyKilled(t *testing.T) {
 	const src = `digraph s { kind="session"; a [prompt="a"] }`
-	if dir := os.Getenv(earlyDirEnv); dir != "" {
+	if dir := childDir(); dir != "" {
 		r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = session.Start(ctx, r.durable(src, "early"))
 		t.Fatal("not killed at create-stream-early")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCreateStreamEarlyKilled$", "-test.count=1")
-	cmd.Env = append(os.Environ(), earlyDirEnv+"="+dir, crash.Env+"=create-stream-early:1")
-	out, err := cmd.CombinedOutput()
-	require.True(t, testio.Killed(err), "the child was not killed: %v\n%s", err, out)
+	dir := killedChild(t, "TestCreateStreamEarlyKilled", "create-stream-early:1")
 
 	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, streams := storeNames(t, r.broker)
 	require.Contains(t, streams, broker.StreamName("early"), "killed once its work stream was made")
-	_, err = session.Resume(ctx, r.durable(src, "early"))
+	_, err := session.Resume(ctx, r.durable(src, "early"))
 	require.ErrorIs(t, err, session.ErrNoCheckpoint, "nothing of it is recorded")
 	_, err = session.GC(ctx, r.broker, time.Hour, time.Now(), false)
 	require.NoError(t, err)

@@ -56,6 +56,48 @@ func burst(t *testing.T, r *run) string {
 	return id
 }
 
+// latePipeline holds in a, while b reads what outside clients send it.
+const latePipeline = `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [type="custom.seen"]; exit [shape=Msquare]; start -> a -> b -> exit }`
+
+// lateRun is a run (on the store in dir, or a new one when dir is "")
+// whose node a holds until its session stops, and whose node b reports
+// what it reads from outside, then holds as well: a success would
+// complete the session, and remove its store.
+func lateRun(t *testing.T, dir string, started chan<- struct{}, seen chan<- string) *run {
+	var opts []brokertest.Option
+	if dir != "" {
+		opts = append(opts, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	}
+	r := newRun(t, opts...)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+		_ = reg.Register(nodes.Info{Type: "custom.seen", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			for _, m := range in.Messages {
+				if m.From == "" {
+					seen <- m.Text
+				}
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})})
+	}
+	return r
+}
+
+// publishOutside publishes an envelope of text on subject with message id
+// msgID, as an outside client does, and waits for the stream's
+// acknowledgement.
+func publishOutside(ctx context.Context, t *testing.T, b *broker.Broker, subject, msgID, text string) (*jetstream.PubAck, error) {
+	t.Helper()
+	data, err := proto.Marshal(&pb.Envelope{Id: msgID, Kind: "handoff", Payload: &pb.Payload{Message: text}})
+	require.NoError(t, err)
+	return b.JetStream().Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+}
+
 // TestPreparedStoresInABurst: a process that starts durable pipelines one
 // after another has each next one's store made ahead. The first two starts
 // make their own; the second prepares the third's, which takes it (its id
@@ -121,28 +163,12 @@ func TestPreparedStoresInABurst(t *testing.T) {
 // acknowledged.
 func TestPreparedStoreMakesItsStreamLate(t *testing.T) {
 	defer session.SetPreparedBurst(time.Minute)()
-	r := newRun(t)
-	started := make(chan struct{}, 1)
-	seen := make(chan string, 4)
-	r.reg = func(reg *nodes.Registry) {
-		_ = reg.Register(nodes.Info{Type: "custom.hold", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			started <- struct{}{}
-			<-ctx.Done() // until the session stops
-			return nil, ctx.Err()
-		})})
-		_ = reg.Register(nodes.Info{Type: "custom.seen", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			for _, m := range in.Messages {
-				seen <- m.Text
-			}
-			<-ctx.Done() // running still: a success would complete the session, and remove its store
-			return nil, ctx.Err()
-		})})
-	}
+	started, seen := make(chan struct{}, 1), make(chan string, 4)
+	r := lateRun(t, "", started, seen)
 	id := burst(t, r)
-	src := `digraph p { start [shape=Mdiamond]; a [type="custom.hold"]; b [type="custom.seen"]; exit [shape=Msquare]; start -> a -> b -> exit }`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := session.Start(ctx, r.durable(src, ""))
+	s, err := session.Start(ctx, r.durable(latePipeline, ""))
 	require.NoError(t, err)
 	defer s.Stop()
 	require.Equal(t, id, s.ID())
@@ -166,10 +192,7 @@ func TestPreparedStoreMakesItsStreamLate(t *testing.T) {
 	// An inbox the graph does not have is refused by the intake, and
 	// makes no stream.
 	publish := func(subject, msgID, text string) (*jetstream.PubAck, error) {
-		env := &pb.Envelope{Id: msgID, Kind: "handoff", Payload: &pb.Payload{Message: text}}
-		data, err := proto.Marshal(env)
-		require.NoError(t, err)
-		return js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+		return publishOutside(ctx, t, r.broker, subject, msgID, text)
 	}
 	_, err = publish(broker.NodeIn(id, "nope"), "outside-0", "no one")
 	require.Error(t, err, "no node nope")
@@ -240,10 +263,7 @@ func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
 	subjects := streamSubjects(t, js, id)
 	require.Contains(t, subjects, broker.NodeIn(id, "a"), "left unfinished: the stream lists its inboxes")
 	require.NotContains(t, subjects, broker.AllStored(id))
-	env := &pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "hello"}}
-	data, err := proto.Marshal(env)
-	require.NoError(t, err)
-	ack, err := js.Publish(ctx, broker.NodeIn(id, "a"), data, jetstream.WithMsgID(env.Id))
+	ack, err := publishOutside(ctx, t, r.broker, broker.NodeIn(id, "a"), "outside-1", "hello")
 	require.NoError(t, err, "stored while nobody serves it")
 	require.Equal(t, broker.StreamName(id), ack.Stream)
 }
@@ -385,9 +405,7 @@ func TestPreparedStoreStreamMadeLateRemoved(t *testing.T) {
 	s, err := session.Start(ctx, r.durable(src, ""))
 	require.NoError(t, err)
 	require.Equal(t, id, s.ID())
-	data, err := proto.Marshal(&pb.Envelope{Id: "outside-1", Kind: "handoff", Payload: &pb.Payload{Message: "go"}})
-	require.NoError(t, err)
-	ack, err := r.broker.JetStream().Publish(ctx, broker.NodeIn(id, "b"), data, jetstream.WithMsgID("outside-1"))
+	ack, err := publishOutside(ctx, t, r.broker, broker.NodeIn(id, "b"), "outside-1", "go")
 	require.NoError(t, err)
 	require.Equal(t, broker.StreamName(id), ack.Stream)
 	rep, err := s.Wait(ctx)
