@@ -64,7 +64,7 @@ func (s *System) narrowStream(subjects map[string]bool) error {
 // made here, listing them, without a consumer: the resume makes that.
 func (s *System) ListInbound() error {
 	subjects := s.topo.Load().subjects
-	if !s.streamMade() {
+	if !s.StreamMade() {
 		if err := s.makeStreamLate(broker.Inbound(sortedSubjects(subjects)), false); err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (s *System) ListInbound() error {
 // narrowStreamFrom is narrowStream of a stream whose subjects are current
 // (nil: not known): when they are already the ones to set, nothing is sent.
 func (s *System) narrowStreamFrom(current []string, subjects map[string]bool) error {
-	if s.cfg.JetStream == nil || !s.streamMade() {
+	if s.cfg.JetStream == nil || !s.StreamMade() {
 		return nil // not made yet: it is made in ingress mode, which stores any subject
 	}
 	if current != nil {

@@ -17,7 +17,8 @@ import (
 // durable pipeline runs without one, in ingress mode: its
 // intake takes what outside publishers send to its inboxes and edges, and
 // the first envelope it accepts makes the stream (storing the session's
-// Stored subjects) and its consumer before it is republished there. A
+// Stored subjects) and its consumer before it is republished there, as
+// does the first envelope the runtime itself stores there (Send). A
 // session left unfinished has its stream made listing its inbound
 // subjects when its process lets go of it (ListInbound), so outside input
 // is stored while nobody serves it. Kill point stream-made-late: the
@@ -27,10 +28,7 @@ import (
 // StreamMade says whether the durable session's work stream was made:
 // always, but for a session started without one (Config.MakeStream) until
 // outside input or ListInbound made it.
-func (s *System) StreamMade() bool { return s.streamMade() }
-
-// streamMade is StreamMade.
-func (s *System) streamMade() bool {
+func (s *System) StreamMade() bool {
 	return s.cfg.MakeStream == nil || s.lateMade.Load()
 }
 
@@ -39,7 +37,7 @@ func (s *System) streamMade() bool {
 // subjects is broker.Ingress or broker.Inbound. It does nothing once the
 // stream is made.
 func (s *System) makeStreamLate(subjects broker.Option, consumer bool) error {
-	if s.streamMade() {
+	if s.StreamMade() {
 		return nil
 	}
 	s.lateMu.Lock()

@@ -167,7 +167,7 @@ func (p *preparer) take(cfg *Config) *preparedStore {
 	return nil
 }
 
-// background is p.bg, made on first use (p.mu held).
+// backgroundLocked is p.bg, made on first use (p.mu held).
 func (p *preparer) backgroundLocked() *broker.Broker {
 	if p.bg == nil {
 		bg, err := p.b.Sibling()
