@@ -9,7 +9,9 @@
 // runner are queues without goroutines of their own, pinned.go: the
 // goroutine that hands a firing from one to the other goes on with it when
 // nothing else waits, so a hop wakes no goroutine of the node's while
-// nothing else arrives; the mailbox is released before the handler runs,
+// nothing else arrives; a node's io goroutine that hands a firing's
+// output to the next node's actor goes on with that actor's mailbox,
+// warmPool.carry; the mailbox is released before the handler runs,
 // so the actor stays responsive; in a session that is not durable, a
 // runner that finds the mailbox idle once the handler returned claims it
 // and applies the outcome itself, as Receive would have with the outcome
@@ -117,7 +119,9 @@
 // Leaves, taken with nothing else acquired under them: System.routeMu (where a
 // durable envelope goes), the dedup windows, the thread table, the context
 // store (ctxStore.mu), System.edgeMu (edge names), the warm pool
-// (warmPool.mu; a pinned queue's lock is taken before it), a firing's
+// (warmPool.mu; a pinned queue's lock is taken before it, and the
+// carrier's under it: the carrier is running, so its own lock is never
+// held by a Schedule that would reach warmPool.mu), a firing's
 // context (firingCtx.mu: only the context package's own locks, its
 // parent's and its children's, are taken under it). System.mu is
 // never held while calling into an actor, the Journal or NATS, and no lock is

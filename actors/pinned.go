@@ -291,6 +291,33 @@ type warmPool struct {
 	mu     sync.Mutex
 	idle   []chan *pinned // a waiting goroutine's next queue
 	closed bool
+	// carrier, while set (carry), takes the next queue that needs a
+	// goroutine as its tail: the goroutine running the carrier runs that
+	// queue once the carrier's function returns (and nothing else waits
+	// on the carrier), instead of a goroutine of the pool. A node's io
+	// goroutine handing a firing's output to the next node's actor goes on
+	// with that actor's mailbox: a pipeline's hop wakes no goroutine there.
+	carrier *pinned
+}
+
+// carry makes c the carrier, from the goroutine running c (inside the
+// function c runs), until uncarry: c's goroutine then looks at its tail
+// after the carrier was taken, as the carrier is only ever set and taken
+// while that function runs. Another goroutine's carrier set meanwhile
+// replaces it (carrying is a placement, never needed for progress).
+func (w *warmPool) carry(c *pinned) {
+	w.mu.Lock()
+	w.carrier = c
+	w.mu.Unlock()
+}
+
+// uncarry ends c's carrying, before the function c runs returns.
+func (w *warmPool) uncarry(c *pinned) {
+	w.mu.Lock()
+	if w.carrier == c {
+		w.carrier = nil
+	}
+	w.mu.Unlock()
 }
 
 // warmIdle is how many goroutines of a pool may wait for work.
@@ -299,6 +326,19 @@ const warmIdle = 8
 // run gives p, which has work and no goroutine, one.
 func (w *warmPool) run(p *pinned) {
 	w.mu.Lock()
+	if c := w.carrier; c != nil && c != p {
+		// Taken under w.mu, and the tail set before it is released: the
+		// carrier's function, which clears the carrier under w.mu before
+		// it returns, has not returned yet, so its goroutine takes p.
+		w.carrier = nil
+		c.mu.Lock()
+		old := c.tail
+		c.tail = tail{q: p} // claimed: p.running is held for c's goroutine
+		c.mu.Unlock()
+		w.mu.Unlock()
+		old.start()
+		return
+	}
 	if n := len(w.idle); n > 0 {
 		c := w.idle[n-1]
 		w.idle = w.idle[:n-1]

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,6 +119,81 @@ func TestPinnedHandOffFlood(t *testing.T) {
 		close(release)
 	})
 	<-release
+	pool.close()
+	wg.Wait()
+}
+
+// goid is the calling goroutine's number (from its stack's first line).
+func goid() string {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// While a pinned runner's function carries (warmPool.carry), the next
+// runner that needs a goroutine runs on the carrier's goroutine once that
+// function returns — whoever scheduled it; a carrier not taken is let go
+// (uncarry), and what is scheduled afterwards gets a goroutine of its own.
+func TestPinnedCarry(t *testing.T) {
+	var wg sync.WaitGroup
+	pool := &warmPool{wg: &wg}
+	io, next, other := &pinned{pool: pool}, &pinned{pool: pool}, &pinned{pool: pool}
+	steps := make(chan string, 8)
+	wait := func(c chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what + " never ran")
+		}
+	}
+
+	// Taken by a Schedule on the carrier's goroutine.
+	var carrierG, nextG string
+	ran := make(chan struct{})
+	io.Schedule(func() {
+		carrierG = goid()
+		pool.carry(io)
+		defer pool.uncarry(io)
+		next.Schedule(func() { nextG = goid(); steps <- "next"; close(ran) })
+		steps <- "io returns"
+	})
+	wait(ran, "the carried runner")
+	require.Equal(t, "io returns", <-steps)
+	require.Equal(t, "next", <-steps)
+	require.Equal(t, carrierG, nextG, "the carried runner ran on the carrier's goroutine")
+
+	// Taken by a Schedule from another goroutine while the carrier's
+	// function runs: it still runs, once that function returned.
+	ran = make(chan struct{})
+	scheduled := make(chan struct{})
+	io.Schedule(func() {
+		pool.carry(io)
+		defer pool.uncarry(io)
+		go func() { next.Schedule(func() { steps <- "next"; close(ran) }); close(scheduled) }()
+		wait(scheduled, "the other goroutine's Schedule")
+		steps <- "io returns"
+	})
+	wait(ran, "the runner scheduled from another goroutine")
+	require.Equal(t, "io returns", <-steps)
+	require.Equal(t, "next", <-steps)
+
+	// Not taken: let go, and nothing later waits on a carrier that is gone.
+	done := make(chan struct{})
+	io.Schedule(func() {
+		pool.carry(io)
+		pool.uncarry(io)
+		close(done)
+	})
+	wait(done, "the carrier")
+	ran = make(chan struct{})
+	other.Schedule(func() { close(ran) })
+	wait(ran, "a runner scheduled after the carrier was let go")
+
 	pool.close()
 	wg.Wait()
 }

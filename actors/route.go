@@ -276,6 +276,11 @@ func (a *nodeActor) settleAll(self *actor.PID) {
 		return
 	}
 	m := &settled{done: make([]committed, len(fs))}
+	// The node that receives the first output handed over whose mailbox
+	// needs a goroutine runs on this one once this function returns
+	// (warmPool.carry): in a chain, the hop goes on without a wake-up.
+	a.s.warm.carry(a.io)
+	defer a.s.warm.uncarry(a.io)
 	for i := range fs {
 		f := &fs[i]
 		j := f.j
