@@ -106,7 +106,9 @@
 //	                goroutine); write: a live edit swapping the graph
 //	Journal         the session's journal locks (session package): its
 //	                writer's lock (the bucket's fence, held while records
-//	                are written, never taken by a committer), then its state
+//	                are written; a committer only tries it, holding the
+//	                state lock, to send its record itself when nobody
+//	                writes, and never waits for it), then its state
 //	                lock (held to queue a record or take a batch, never
 //	                while waiting for the store), then its checkpoint file
 //	                lock; an AsyncJournal calls done holding at most the

@@ -466,9 +466,20 @@ var batchField = (&pb.JournalRecord{}).ProtoReflect().Descriptor().Fields().ByNa
 // be the one this owner wrote last, so a process that lost its lease
 // writes nothing (ErrLeaseLost).
 func (j *journal) writeRecords(ctx context.Context, batch []entry) error {
+	return j.writeRecordsSent(ctx, batch, nil)
+}
+
+// writeRecordsSent is writeRecords of a batch whose first window its
+// committer already sent (sent, not nil: sendEarly).
+func (j *journal) writeRecordsSent(ctx context.Context, batch []entry, sent *sentWindow) error {
 	for len(batch) > 0 {
 		n := min(len(batch), ackWindow)
-		if err := j.writeWindow(ctx, batch[:n]); err != nil {
+		w := sent
+		if w == nil {
+			w = j.sendWindow(batch[:n])
+		}
+		sent = nil
+		if err := j.awaitWindow(ctx, batch[:n], w); err != nil {
 			return err
 		}
 		batch = batch[n:]
@@ -476,12 +487,20 @@ func (j *journal) writeRecords(ctx context.Context, batch []entry) error {
 	return nil
 }
 
+// sentWindow is a window of entries published (sendWindow): how many
+// went out, and the number of the first one's publish.
+type sentWindow struct {
+	sent  int
+	first uint64
+}
+
 // ackWindow is the most entries a writer has on their way at once (their
 // acknowledgements wait in the journal's channel).
 const ackWindow = 64
 
-// writeWindow is writeRecords of up to ackWindow entries.
-func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
+// sendWindow publishes up to ackWindow entries, fenced, without waiting
+// for their acknowledgements (awaitWindow reads them); j.wmu held.
+func (j *journal) sendWindow(batch []entry) *sentWindow {
 	subject := "$KV." + j.kv.Bucket() + "."
 	j.acks.drain()
 	sent := 0
@@ -503,7 +522,14 @@ func (j *journal) writeWindow(ctx context.Context, batch []entry) error {
 			crash.Point(r.point)
 		}
 	}
-	crash.Point("batch-published")           // sent, no acknowledgement read yet
+	crash.Point("batch-published") // sent, no acknowledgement read yet
+	return &sentWindow{sent: sent, first: first}
+}
+
+// awaitWindow reads the acknowledgements of a window sendWindow sent and
+// writes again, the patient way, what was not stored; j.wmu held.
+func (j *journal) awaitWindow(ctx context.Context, batch []entry, w *sentWindow) error {
+	sent, first := w.sent, w.first
 	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
 	defer wait.Stop()
 	for i, r := range batch {

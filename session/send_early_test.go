@@ -1,0 +1,55 @@
+package session
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/brokertest"
+)
+
+// A committer whose journal has no writer running sends its record itself
+// before it starts the writer (startWriterLocked): the record is on its
+// way when CommitAsync returns, whenever the writer goroutine gets to run.
+// Here the writer cannot run at all (the test holds the journal's state
+// lock, which it needs before it writes anything), and the record is
+// stored all the same; the committer is told once the writer has read its
+// acknowledgement.
+func TestCommitterSendsItsRecord(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b := brokertest.Start(t)
+	l, err := claim(ctx, &Config{ID: "early", Broker: b, Clock: clock.Real()}, false)
+	require.NoError(t, err)
+	defer l.release()
+	j := newJournal("", "early", "g", clock.Real())
+	j.kv, j.js, j.fence, j.token = l.bucket, b.JetStream(), l.fence, l.owner.Token
+
+	told := make(chan error, 1)
+	j.CommitAsync(ctx, &actors.Commit{Node: "a", Firing: 1, Status: "success"}, func(err error) { told <- err })
+	j.mu.Lock() // no writer gets past this until the record is checked
+	require.NoError(t, b.Conn().Flush())
+	e, err := l.bucket.Get(ctx, recordKey(1))
+	require.NoError(t, err, "the committer sent its record")
+	rec, err := readRecord(ctx, l.bucket, 1)
+	require.NoError(t, err)
+	require.Equal(t, "a", rec.GetNode())
+	require.NotZero(t, e.Revision())
+	select {
+	case err := <-told:
+		t.Fatalf("told (%v) before the writer read the acknowledgement", err)
+	default:
+	}
+	j.mu.Unlock()
+	select {
+	case err := <-told:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("the committer was never told")
+	}
+	require.NoError(t, j.flush())
+}
