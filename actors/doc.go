@@ -113,6 +113,8 @@
 //	                while waiting for the store), then its checkpoint file
 //	                lock; an AsyncJournal calls done holding at most the
 //	                writer's lock
+//	meter           a firing's usage meter (meter.mu: what its handler
+//	                reports while it runs, charged to its ticket)
 //	scheduler       the Scheduler's lock (the journal snapshots its counters);
 //	                it calls back (notices) without holding it
 //	System.mu       pids, actors, subscriptions, the consumer, stopped

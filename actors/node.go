@@ -986,10 +986,50 @@ type job struct {
 	ev       *pb.Event
 	hops     []hop
 	seqs1    [1]uint64
-	// onUsage (Input.OnUsage) and settleFn (the journal's done) are made
-	// once per job and kept when it is reused: they name the job itself.
+	// meter is the firing's Input.OnUsage (usage), made per firing;
+	// settleFn (the journal's done) is made once per job and kept when it
+	// is reused: it names the job itself.
+	meter    *meter
 	onUsage  func(nodes.Usage)
 	settleFn func(error)
+}
+
+// meter charges the usage a handler reports while its firing runs
+// (Input.OnUsage) to the firing's ticket, and nothing once the firing's
+// outcome was taken (finish: the outcome's usage is the firing's whole;
+// what was not charged yet is charged then). Jobs are pooled: a handler,
+// or a goroutine of its, that kept its Input and reported later would
+// otherwise have charged whichever firing reused the job — perhaps
+// another session's.
+type meter struct {
+	mu sync.Mutex
+	j  *job // nil once the firing's outcome was taken
+}
+
+// charge is the firing's Input.OnUsage.
+func (m *meter) charge(u nodes.Usage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j := m.j
+	if j == nil {
+		return // the firing is over: its outcome's usage counts
+	}
+	j.charged = j.charged.Add(u)
+	s := j.a.s
+	s.emitScheduler(s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
+}
+
+// end takes what the firing's handler charged while it ran, and stops
+// charging (on the node's actor, at finish).
+func (j *job) endMeter() nodes.Usage {
+	m := j.meter
+	if m == nil {
+		return j.charged
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.j = nil
+	return j.charged
 }
 
 // jobs are firings' jobs settled, for the next firings (releaseJob): a
@@ -1009,20 +1049,18 @@ func newJob() *job { return jobs.Get().(*job) }
 // firing whose record could not be stored is not released: the journal
 // may write its record again.
 func releaseJob(j *job) {
-	us, sf := j.onUsage, j.settleFn
+	j.endMeter()
+	sf := j.settleFn
 	*j = job{}
-	j.onUsage, j.settleFn = us, sf
+	j.settleFn = sf
 	jobs.Put(j)
 }
 
-// usage is the Input.OnUsage of the job's attempts.
+// usage is the Input.OnUsage of the firing's attempts (its meter).
 func (j *job) usage() func(nodes.Usage) {
-	if j.onUsage == nil {
-		j.onUsage = func(u nodes.Usage) {
-			j.charged = j.charged.Add(u)
-			s := j.a.s
-			s.emitScheduler(s.sched.Charge(j.ticket, scheduler.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}))
-		}
+	if j.meter == nil {
+		j.meter = &meter{j: j}
+		j.onUsage = j.meter.charge
 	}
 	return j.onUsage
 }

@@ -46,6 +46,7 @@ func (a *nodeActor) finish(m *runDone) bool {
 	o := j.outcome
 	job := a.cur
 	a.cur = nil
+	charged := job.endMeter() // reported later, usage is not charged again
 	if a.s.ctx.Err() != nil {
 		// The session is stopping: the firing is not recorded, so a resume
 		// runs it again (with the same attempt ids).
@@ -55,9 +56,9 @@ func (a *nodeActor) finish(m *runDone) bool {
 		a.ticket = nil
 		// Usage reported during the run was charged then; charge the rest.
 		rest := o.Usage
-		rest.InputTokens -= job.charged.InputTokens
-		rest.OutputTokens -= job.charged.OutputTokens
-		rest.Cost -= job.charged.Cost
+		rest.InputTokens -= charged.InputTokens
+		rest.OutputTokens -= charged.OutputTokens
+		rest.Cost -= charged.Cost
 		if rest.InputTokens < 0 || rest.OutputTokens < 0 || rest.Cost < 0 {
 			rest = nodes.Usage{}
 		}

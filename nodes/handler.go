@@ -164,7 +164,9 @@ type Input struct {
 	Emit func(kind string, fields map[string]any)
 	// OnUsage reports usage as it happens (each call adds to the run's
 	// usage; may be nil). A budget it crosses cancels ctx. The Outcome's
-	// Usage is the run's total, including what was reported here.
+	// Usage is the run's total, including what was reported here; a
+	// report that comes after the node's outcome was taken charges
+	// nothing.
 	OnUsage func(Usage)
 }
 
