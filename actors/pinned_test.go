@@ -168,13 +168,16 @@ func TestPinnedCarry(t *testing.T) {
 	require.Equal(t, carrierG, nextG, "the carried runner ran on the carrier's goroutine")
 
 	// Taken by a Schedule from another goroutine while the carrier's
-	// function runs: it still runs, once that function returned.
+	// function runs: it still runs, once that function returned. (A
+	// runner of its own: the first one's goroutine may not have let go of
+	// it yet, and what is scheduled on a running runner runs there.)
 	ran = make(chan struct{})
 	scheduled := make(chan struct{})
+	next2 := &pinned{pool: pool}
 	io.Schedule(func() {
 		pool.carry(io)
 		defer pool.uncarry(io)
-		go func() { next.Schedule(func() { steps <- "next"; close(ran) }); close(scheduled) }()
+		go func() { next2.Schedule(func() { steps <- "next"; close(ran) }); close(scheduled) }()
 		wait(scheduled, "the other goroutine's Schedule")
 		steps <- "io returns"
 	})
