@@ -33,7 +33,10 @@ func TestDispatchWhileWorkStreamScalesUp(t *testing.T) {
 		t.Skip("a three-server cluster: not with -short")
 	}
 	cl := brokertest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Alone it takes 3 s under the race detector; beside the other
+	// packages' tests on 2 cores, the cluster once took more than a minute
+	// to make the work stream.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	b, err := broker.Start(ctx, broker.Config{URL: cl.URL()})
 	require.NoError(t, err)
