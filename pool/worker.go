@@ -393,15 +393,24 @@ func (w *Worker) graph(key string) (*graph.Graph, error) {
 	if key == "" {
 		return nil, errors.New("the job names no graph")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Read riding through a server's restart or a leader's election (a
+	// cluster losing a server): a single try of 10 s failed the job, and
+	// with it the firing, while the bucket's new leader was being elected.
+	ctx, cancel := context.WithTimeout(context.Background(), broker.RideThrough+time.Minute)
 	defer cancel()
-	kv, err := graphBucket(ctx, w.JS, w.Storage, 1, false)
+	var e jetstream.KeyValueEntry
+	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
+		kv, err := graphBucket(ctx, w.JS, w.Storage, 1, false)
+		if err != nil {
+			return fmt.Errorf("graph bucket: %w", err)
+		}
+		if e, err = kv.Get(ctx, key); err != nil {
+			return fmt.Errorf("graph %s: %w", key, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("graph bucket: %w", err)
-	}
-	e, err := kv.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("graph %s: %w", key, err)
+		return nil, err
 	}
 	g, err := graph.Parse(key+".dot", e.Value())
 	if err != nil {
