@@ -7,9 +7,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/brokertest"
 )
+
+// ownedJournal is a journal of session id holding its lease (released
+// when the test ends), as a session's own is wired: its bucket, fence
+// and owner's token.
+func ownedJournal(ctx context.Context, t *testing.T, b *broker.Broker, id string) (*journal, *lease) {
+	t.Helper()
+	l, err := claim(ctx, &Config{ID: id, Broker: b, Clock: clock.Real()}, false)
+	require.NoError(t, err)
+	t.Cleanup(l.release)
+	j := newJournal("", id, "g", clock.Real())
+	j.kv, j.js, j.fence, j.token = l.bucket, b.JetStream(), l.fence, l.owner.Token
+	return j, l
+}
 
 // The journal of a process that lost its lease writes nothing: every write
 // expects the bucket's last sequence its owner knows, and the new owner's
@@ -19,11 +33,7 @@ func TestJournalFenced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := brokertest.Start(t)
-	l1, err := claim(ctx, &Config{ID: "fenced", Broker: b, Clock: clock.Real()}, false)
-	require.NoError(t, err)
-	defer l1.release()
-	j := newJournal("", "fenced", "g", clock.Real())
-	j.kv, j.js, j.fence, j.token = l1.bucket, b.JetStream(), l1.fence, l1.owner.Token
+	j, l1 := ownedJournal(ctx, t, b, "fenced")
 	j.mu.Lock()
 	require.NoError(t, j.putLocked(ctx, "k", []byte("1")))
 	j.fence-- // as if the acknowledgement of that write had been lost

@@ -75,9 +75,8 @@ type preparedStore struct {
 	err      error
 	// The lease's renewal while the store waits (renew), told to end by
 	// stop. A start that takes the store marks it taken under mu and goes
-	// on without waiting for that goroutine to end (waiting for it to be
-	// scheduled was 50 µs of a 10-node Run's start on a busy machine):
-	// mu is held through each renewal, so none runs once it is taken.
+	// on without waiting for that goroutine to be scheduled and end: mu is
+	// held through each renewal, so none runs once it is taken.
 	stop  chan struct{}
 	mu    sync.Mutex
 	taken bool // a start took the store, or it is discarded: no renewal

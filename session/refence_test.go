@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/brokertest"
 )
 
@@ -21,11 +20,7 @@ func TestRefenceReadsTheRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := brokertest.Start(t)
-	l, err := claim(ctx, &Config{ID: "refence", Broker: b, Clock: clock.Real()}, false)
-	require.NoError(t, err)
-	defer l.release()
-	j := newJournal("", "refence", "g", clock.Real())
-	j.kv, j.js, j.fence, j.token = l.bucket, b.JetStream(), l.fence, l.owner.Token
+	j, l := ownedJournal(ctx, t, b, "refence")
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for i := range 5 {
@@ -33,7 +28,7 @@ func TestRefenceReadsTheRefusal(t *testing.T) {
 	}
 	last := j.fence
 	j.fence = 1 // far behind
-	_, err = b.JetStream().Publish(ctx, "$KV."+l.bucket.Bucket()+".k", []byte("x"), jetstream.WithExpectLastSequence(1))
+	_, err := b.JetStream().Publish(ctx, "$KV."+l.bucket.Bucket()+".k", []byte("x"), jetstream.WithExpectLastSequence(1))
 	require.Equal(t, last, reportedLast(err), "%v", err)
 	require.NoError(t, j.putLocked(ctx, "k", []byte("after")))
 	require.Greater(t, j.fence, last)

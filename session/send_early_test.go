@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/actors"
-	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/brokertest"
 )
 
@@ -24,11 +23,7 @@ func TestCommitterSendsItsRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b := brokertest.Start(t)
-	l, err := claim(ctx, &Config{ID: "early", Broker: b, Clock: clock.Real()}, false)
-	require.NoError(t, err)
-	defer l.release()
-	j := newJournal("", "early", "g", clock.Real())
-	j.kv, j.js, j.fence, j.token = l.bucket, b.JetStream(), l.fence, l.owner.Token
+	j, l := ownedJournal(ctx, t, b, "early")
 
 	// The record's key, watched: the server stores a publish after it
 	// read it (a flush of the connection says only that it read it).
