@@ -71,7 +71,6 @@ func (p *chaosProc) stop(t *testing.T, sig syscall.Signal) {
 // chaosRig is the cluster, the test's own connection to it and the built
 // binary.
 type chaosRig struct {
-	t    *testing.T
 	cl   *brokertest.Cluster
 	urls []string
 	b    *broker.Broker
@@ -83,7 +82,7 @@ func newChaosRig(t *testing.T) *chaosRig {
 	t.Helper()
 	file, err := filepath.Abs("testdata/chaos.dot")
 	require.NoError(t, err)
-	r := &chaosRig{t: t, bin: switchyardBinary(t), file: file}
+	r := &chaosRig{bin: switchyardBinary(t), file: file}
 	r.cl = brokertest.StartCluster(t, 3)
 	r.urls = strings.Split(r.cl.URL(), ",")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -96,16 +95,20 @@ func newChaosRig(t *testing.T) *chaosRig {
 
 // start runs the switchyard binary pointed at server (pinned there: the
 // other servers are learnt from it and used only when it goes away), with
-// the side-effect file effects.
-func (r *chaosRig) start(name string, server int, effects string, args ...string) *chaosProc {
-	r.t.Helper()
+// the side-effect file effects. The process is killed when t ends, if it
+// still runs: a run that failed half-way (its t, a subtest's) never
+// reaches its own stop, and its workers, left running, took the next
+// run's jobs from the shared pool and wrote their side effects to the
+// failed run's file — the next subtest failed for it.
+func (r *chaosRig) start(t *testing.T, name string, server int, effects string, args ...string) *chaosProc {
+	t.Helper()
 	p := &chaosProc{name: name, server: server, exited: make(chan struct{})}
 	p.cmd = exec.Command(r.bin, append(args, "--nats", r.urls[server])...)
 	p.cmd.Env = append(os.Environ(), "EFFECTS="+effects)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log // serve's live log of events, and its stderr
-	require.NoError(r.t, p.cmd.Start())
+	require.NoError(t, p.cmd.Start())
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	r.t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
+	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.exited })
 	return p
 }
 
@@ -320,11 +323,11 @@ func (r *chaosRig) run(t *testing.T, id string, perBatch int, disrupts ...disrup
 
 	// Workers A (on n1) and B (on n2), then the owner (n1) and the standby (n2).
 	for i, name := range []string{"worker-a", "worker-b"} {
-		c.workers = append(c.workers, r.start(name, i, c.effects, "worker", "--pool", "cpu", "--replicas", "3", "--ack-wait", "2s", "--workdir", c.dir))
+		c.workers = append(c.workers, r.start(t, name, i, c.effects, "worker", "--pool", "cpu", "--replicas", "3", "--ack-wait", "2s", "--workdir", c.dir))
 	}
-	c.owner = r.start("owner", 0, c.effects, "serve", r.file, "--id", id, "--replicas", "3", "--logs", logs)
+	c.owner = r.start(t, "owner", 0, c.effects, "serve", r.file, "--id", id, "--replicas", "3", "--logs", logs)
 	c.events.wait("session.started", "")
-	c.standby = r.start("standby", 1, c.effects, "serve", "--all", "--takeover", "--logs", logs)
+	c.standby = r.start(t, "standby", 1, c.effects, "serve", "--all", "--takeover", "--logs", logs)
 
 	c.publish(perBatch)
 	code, _, errOut := cli(t, "pub", id, "ask", "ship it?", "--nats", r.cl.URL())
