@@ -9,7 +9,8 @@ import (
 
 // TestBenchQuickJSON runs switchyard bench end to end on tiny sizes and
 // checks the shape of its JSON: every group measured, each row with its
-// baselines and ratio, the targets judged. Speed is not checked.
+// baselines and ratio (and the spread of its rounds' ratios), the targets
+// judged. Speed is not checked.
 func TestBenchQuickJSON(t *testing.T) {
 	code, out, errOut := cli(t, "bench", "--quick", "--json", "--chains", "3", "--events", "30", "--fanout", "3",
 		"--idle", "20", "--cli-runs", "1", "--binary", switchyardBinary(t))
@@ -21,6 +22,8 @@ func TestBenchQuickJSON(t *testing.T) {
 			Unit      string  `json:"unit"`
 			Value     float64 `json:"value"`
 			Ratio     float64 `json:"ratio"`
+			RatioMin  float64 `json:"ratio_min"`
+			RatioMax  float64 `json:"ratio_max"`
 			Target    string  `json:"target"`
 			Met       *bool   `json:"met"`
 			Error     string  `json:"error"`
@@ -47,6 +50,12 @@ func TestBenchQuickJSON(t *testing.T) {
 		if r.Unit != "goroutines/node" && r.Unit != "B/node" {
 			require.Positive(t, r.Value, r.Case)
 			require.Positive(t, r.Ratio, r.Case)
+		}
+		if r.Group == "chain" || r.Group == "ingest" || r.Group == "fanout" {
+			// Measured in two rounds against their baseline (--quick):
+			// the rows say how far apart the rounds' ratios were.
+			require.Positive(t, r.RatioMin, r.Case)
+			require.LessOrEqual(t, r.RatioMin, r.RatioMax, r.Case)
 		}
 	}
 	// chain: N=3 with and without checkpoints, and with named sessions

@@ -88,6 +88,14 @@ type Row struct {
 	// Ratio is Value over the first baseline's value (a cost: how many
 	// times slower; a rate: the fraction of the baseline's rate).
 	Ratio float64 `json:"ratio,omitempty"`
+	// RatioMin and RatioMax are the lowest and highest ratio of a single
+	// round (Config.Rounds): the round's median over the mean of the
+	// baseline's rounds measured right before and right after it. They
+	// say how far the machine moved the ratio during the run: a target
+	// that a round's ratio falls on both sides of is met or not by the
+	// moment, not by the code. Zero when fewer than two rounds ran.
+	RatioMin float64 `json:"ratio_min,omitempty"`
+	RatioMax float64 `json:"ratio_max,omitempty"`
 	// Target is the issue's target in words, Met whether it holds.
 	Target string `json:"target,omitempty"`
 	Met    *bool  `json:"met,omitempty"`
@@ -101,6 +109,27 @@ func (r *Row) base(name string, v float64) {
 	r.Baselines = append(r.Baselines, Baseline{Name: name, Value: v})
 	if len(r.Baselines) == 1 && v > 0 && r.Error == "" {
 		r.Ratio = r.Value / v
+	}
+}
+
+// spread sets RatioMin and RatioMax from the rounds of c, measured in
+// turns with base (alternate: base, c, base, …, c, base).
+func (r *Row) spread(c, base *series) {
+	if r.Error != "" || len(c.rounds) < 2 || len(base.rounds) < len(c.rounds)+1 {
+		return
+	}
+	for i, v := range c.rounds {
+		b := (base.rounds[i] + base.rounds[i+1]) / 2
+		if b <= 0 {
+			return
+		}
+		x := v / b
+		if i == 0 || x < r.RatioMin {
+			r.RatioMin = x
+		}
+		if i == 0 || x > r.RatioMax {
+			r.RatioMax = x
+		}
 	}
 }
 
@@ -213,6 +242,7 @@ func median(ds []float64) float64 {
 type series struct {
 	measure func() ([]float64, error)
 	samples []float64
+	rounds  []float64 // each round's median
 	err     error
 }
 
@@ -226,6 +256,7 @@ func (s *series) run() {
 		return
 	}
 	s.samples = append(s.samples, v...)
+	s.rounds = append(s.rounds, median(slices.Clone(v)))
 }
 
 // median of the samples so far (0 with none).

@@ -76,6 +76,7 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 				r.Error = strings.TrimSpace(r.Error + " baseline: " + raw.err.Error())
 			}
 			r.base("raw NATS hop", raw.median()/1e3)
+			r.spread(s, raw)
 			if actErr == nil {
 				r.base("protoactor hop", us(act))
 			}
@@ -93,6 +94,7 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 				r.Error, r.Value = named.err.Error(), 0
 			}
 			r.base("raw NATS hop", raw.median()/1e3)
+			r.spread(named, raw)
 			r.ratioTarget("≤ 10× raw NATS", func(x float64) bool { return x <= 10 })
 			add(r)
 		}
@@ -181,6 +183,7 @@ func ingestRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 			if base.err != nil {
 				r.Error = strings.TrimSpace(r.Error + " baseline: " + base.err.Error())
 			}
+			r.spread(s, base)
 			if durable {
 				r.base("JetStream consume+ack", js.median())
 				r.base("raw NATS subscriber", raw.median())
@@ -211,6 +214,7 @@ func fanoutRow(ctx context.Context, env *Env, cfg Config) Row {
 		r.Error = strings.TrimSpace(r.Error + " baseline: " + raw.err.Error())
 	}
 	r.base("raw NATS fan-out", raw.median()/1e3)
+	r.spread(fan, raw)
 	return r
 }
 
@@ -450,6 +454,13 @@ func WriteTable(w io.Writer, rows []Row) error {
 				ratio = fmt.Sprintf("%.1f%%", 100*r.Ratio)
 			} else {
 				ratio = fmt.Sprintf("%.2f×", r.Ratio)
+			}
+			if r.RatioMax > 0 {
+				if r.Rate() {
+					ratio += fmt.Sprintf(" (rounds %.1f–%.1f%%)", 100*r.RatioMin, 100*r.RatioMax)
+				} else {
+					ratio += fmt.Sprintf(" (rounds %.2f–%.2f×)", r.RatioMin, r.RatioMax)
+				}
 			}
 		}
 		met := ""
