@@ -64,7 +64,7 @@ func archivedObject(session, name string) string { return session + "/" + name }
 // itself, or, once the session is archived, from the archive (read whole
 // when it is opened).
 type Record struct {
-	kv jetstream.KeyValue
+	kv *SessionBucket
 	// Archived says the entries are read from the archive: entries, in
 	// the order they were written.
 	Archived bool
@@ -100,11 +100,11 @@ func (r *Record) First(ctx context.Context, js jetstream.JetStream, prefix strin
 		}
 		return "", nil
 	}
-	s, err := js.Stream(ctx, "KV_"+r.kv.Bucket())
+	s, err := js.Stream(ctx, r.kv.Stream())
 	if err != nil {
 		return "", err
 	}
-	subj := "$KV." + r.kv.Bucket() + "."
+	subj := r.kv.Subject("")
 	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj+prefix+">"))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return "", nil
@@ -124,18 +124,24 @@ func (e *archivedEntry) Created() time.Time              { return time.Time{} }
 func (e *archivedEntry) Delta() uint64                   { return 0 }
 func (e *archivedEntry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
 
-// OpenRecord opens the entries of session: its bucket when it has one,
-// else its archive. A session that has neither is jetstream.ErrBucketNotFound.
+// OpenRecord opens the entries of session: its bucket when it has one (of
+// its own, or its keys in the shared bucket), else its archive. A session
+// that has none of them is jetstream.ErrBucketNotFound.
 func OpenRecord(ctx context.Context, js jetstream.JetStream, session string) (*Record, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
 	kv, err := js.KeyValue(ctx, KVName(session))
 	if err == nil {
-		return &Record{kv: kv}, nil
+		return &Record{kv: OwnBucket(kv)}, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, err
+	}
+	if b, err := findShared(ctx, js, session); err != nil {
+		return nil, err
+	} else if b != nil {
+		return &Record{kv: b}, nil
 	}
 	s, err := js.Stream(ctx, "KV_"+ArchiveName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -379,8 +385,21 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 		return fmt.Errorf("broker: archive %s: %w", session, err)
 	}
 	src, objSrc := found[0], found[1]
+	// The entries: the session's bucket, or its keys in the shared one.
+	prefix := "$KV." + KVName(session) + "."
+	shared := false
 	if src == nil {
-		return nil
+		b, err := findShared(ctx, js, session)
+		if err != nil {
+			return fmt.Errorf("broker: archive %s: %w", session, err)
+		}
+		if b == nil {
+			return nil
+		}
+		if src, err = js.Stream(ctx, b.Stream()); err != nil {
+			return fmt.Errorf("broker: archive %s: %w", session, err)
+		}
+		prefix, shared = b.Subject(""), true
 	}
 	akv, err := ensureArchive(ctx, js, st, src.CachedInfo().Config.Replicas, found[2], found[3])
 	if err != nil {
@@ -403,7 +422,6 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	}
 	err = parallel(func() error {
 		// The entries, in the order the session wrote them.
-		prefix := "$KV." + KVName(session) + "."
 		return lastPerSubject(ctx, src, prefix+">", func(m jetstream.Msg) error {
 			if op := m.Headers().Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 				return nil
@@ -444,6 +462,12 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	crash.Point("archive-marked") // both are complete: the bucket is read first
 	// The session's own resources go once the archive is complete.
 	return parallel(func() error {
+		if shared {
+			if err := purgeShared(ctx, js, session); err != nil {
+				return fmt.Errorf("broker: archive %s: purge its keys of bucket %s: %w", session, SharedName, err)
+			}
+			return nil
+		}
 		if err := js.DeleteKeyValue(ctx, KVName(session)); err != nil && !notFound(err) {
 			return fmt.Errorf("broker: archive %s: delete bucket: %w", session, err)
 		}
@@ -602,7 +626,7 @@ func RestoreSession(ctx context.Context, js jetstream.JetStream, session string,
 	}
 	acks := make([]jetstream.PubAckFuture, 0, len(entries))
 	for _, e := range entries {
-		f, err := js.PublishAsync("$KV."+kv.Bucket()+"."+e.key, e.value)
+		f, err := js.PublishAsync(kv.Subject(e.key), e.value)
 		if err != nil {
 			return fmt.Errorf("broker: restore %s: %w", session, err)
 		}

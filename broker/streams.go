@@ -41,6 +41,10 @@ type options struct {
 	made     *bool
 	dupes    time.Duration
 	ingress  bool
+	// shared: a fresh session goes to the shared bucket (InShared);
+	// generated: its id is new (Generated).
+	shared    jetstream.KeyValue
+	generated bool
 }
 
 // Replicas asks for n copies of each resource (streams, KV buckets, the
@@ -426,13 +430,31 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 	return s, nil
 }
 
-// SessionKV creates or opens the session's key-value bucket for
-// checkpoints and node state (16 revisions kept per key).
-func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (jetstream.KeyValue, error) {
+// SessionKV creates or opens the session's bucket for checkpoints and
+// node state (16 revisions kept per key): its own, or its keys in the
+// shared bucket (SharedName) — where InShared places a fresh session, and
+// where a session placed so is found again (a resume, or a start under an
+// id that is not Generated: the one there is the session).
+func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (*SessionBucket, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
 	o := newOptions(opts)
+	if o.fresh && o.shared != nil {
+		if o.made != nil {
+			*o.made = true
+		}
+		return &SessionBucket{KV: o.shared, Prefix: session + "."}, nil
+	}
+	if !o.fresh || !o.generated {
+		b, err := findShared(ctx, js, session)
+		if err != nil {
+			return nil, fmt.Errorf("broker: bucket %s: %w", SharedName, err)
+		}
+		if b != nil {
+			return b, nil
+		}
+	}
 	cfg := jetstream.KeyValueConfig{
 		Bucket: KVName(session), Description: "switchyard session " + session + ": checkpoints and node state",
 		Storage: st.js(), History: 16,
@@ -453,7 +475,7 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 	if err != nil {
 		return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
 	}
-	return kv, nil
+	return OwnBucket(kv), nil
 }
 
 // SessionObjects creates or opens the session's object store for artifacts.
@@ -479,7 +501,20 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 // as many as it has cores).
 type DeleteOption func(*deleteOptions)
 
-type deleteOptions struct{ notArchived, leaseGone, noDeadLetters, noWorkStream bool }
+type deleteOptions struct {
+	notArchived, leaseGone, noDeadLetters, noWorkStream bool
+	// own: the session has a bucket of its own (not in the shared one);
+	// shared: its keys are in the shared bucket (no bucket of its own).
+	own, shared bool
+}
+
+// OwnBucketOnly says the session has a bucket of its own, so nothing of it
+// is in the shared bucket: a request fewer.
+func OwnBucketOnly() DeleteOption { return func(o *deleteOptions) { o.own = true } }
+
+// SharedBucketOnly says the session's keys are in the shared bucket
+// (SharedName), so it has no bucket of its own: a request fewer.
+func SharedBucketOnly() DeleteOption { return func(o *deleteOptions) { o.shared = true } }
 
 // NotArchived says the archive holds nothing of the session (three
 // requests fewer): the process that created it and ran it to its end
@@ -503,8 +538,9 @@ func NoWorkStream() DeleteOption { return func(o *deleteOptions) { o.noWorkStrea
 // others.
 func LeasePurged() DeleteOption { return func(o *deleteOptions) { o.leaseGone = true } }
 
-// DeleteSession removes the session's work stream, event stream, KV bucket,
-// object store, what the archive holds of it, and its lease. Resources
+// DeleteSession removes the session's work stream, event stream, KV bucket
+// (or its keys in the shared bucket), object store, what the archive holds
+// of it, and its lease. Resources
 // that do not exist are not an error. The resources are deleted at once
 // (their round trips overlap), the lease last.
 func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, opts ...DeleteOption) error {
@@ -534,8 +570,13 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 	for _, name := range names {
 		fs = append(fs, del("stream "+name, func() error { return js.DeleteStream(ctx, name) }))
 	}
+	if !o.shared {
+		fs = append(fs, del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }))
+	}
+	if !o.own {
+		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session) }))
+	}
 	fs = append(fs,
-		del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }),
 		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }))
 	if !o.notArchived {
 		fs = append(fs, del("archive of "+session, func() error { return deleteArchived(ctx, js, session) }))

@@ -142,7 +142,7 @@ func TestSessionKVAndObjects(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "v2", string(e.Value()))
 			require.EqualValues(t, 2, e.Revision())
-			status, err := kv.Status(ctx(t))
+			status, err := kv.KV.Status(ctx(t))
 			require.NoError(t, err)
 			require.Equal(t, "sy_kv_s1", status.Bucket())
 

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/minheap"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
@@ -125,7 +126,7 @@ type journal struct {
 	snapStored  uint64                   // the record of the last snapshot this process stored (guarded by wmu)
 	inbound     func() []string          // the subjects the graph's nodes receive on now (actors.InboundSubjects)
 	lastStatus  string                   // status of the last committed firing
-	kv          jetstream.KeyValue
+	kv          *broker.SessionBucket
 	js          jetstream.JetStream // to write a batch of records at once
 	acks        recordAcks          // where the stored records' acknowledgements come back (guarded by wmu)
 	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
@@ -139,7 +140,8 @@ type journal struct {
 	owed        *owedUpkeep         // the last upkeep skipped while one ran (guarded by mu; flush does it)
 	mwg         sync.WaitGroup      // the upkeep goroutine
 	broken      error               // a record failed: nothing more is written
-	fence       uint64              // the bucket's last sequence this owner knows (0: unfenced)
+	fence       uint64              // the bucket's last sequence this owner knows (0: unfenced); in the shared bucket, its mark's (fenceOf)
+	last        uint64              // the stream sequence of this owner's last write stored
 	token       string              // this owner's mark (ownerKey)
 	offline     bool                // rebuilding a state from records
 	at          time.Time           // when the last record was written (durable)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
 )
 
 // idKeyKey holds, in a durable session's KV bucket, the secret that signs
@@ -18,7 +19,7 @@ import (
 const idKeyKey = "session.idkey"
 
 // idKey reads the session's id key, creating it the first time.
-func idKey(ctx context.Context, kv jetstream.KeyValue, empty bool) ([]byte, error) {
+func idKey(ctx context.Context, kv *broker.SessionBucket, empty bool) ([]byte, error) {
 	if empty {
 		// A bucket just made holds no key: one is made at once (a key
 		// written meanwhile by another process would be read below).

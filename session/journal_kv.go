@@ -192,11 +192,11 @@ func (j *journal) compactPlanLocked(last uint64) (below, keep uint64) {
 // all but the last keep. A failure is made good by the next one: compaction
 // bounds the store, it is not needed for correctness.
 func (j *journal) compact(ctx context.Context, below, keep uint64) {
-	stream, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
+	stream, err := j.js.Stream(ctx, j.kv.Stream())
 	if err != nil {
 		return
 	}
-	subject := jetstream.WithPurgeSubject("$KV." + j.kv.Bucket() + ".journal.>")
+	subject := jetstream.WithPurgeSubject(j.kv.Subject(journalPrefix + ">"))
 	if below > 0 {
 		_ = stream.Purge(ctx, subject, jetstream.WithPurgeSequence(below))
 	} else if keep > 0 {
@@ -501,7 +501,6 @@ const ackWindow = 64
 // sendWindow publishes up to ackWindow entries, fenced, without waiting
 // for their acknowledgements (awaitWindow reads them); j.wmu held.
 func (j *journal) sendWindow(batch []entry) *sentWindow {
-	subject := "$KV." + j.kv.Bucket() + "."
 	j.acks.drain()
 	sent := 0
 	first := j.acks.next
@@ -510,8 +509,15 @@ func (j *journal) sendWindow(batch []entry) *sentWindow {
 		if key == "" {
 			key = recordKey(r.first)
 		}
-		m := &nats.Msg{Subject: subject + key, Data: r.data, Header: nats.Header{}}
-		if j.fence != 0 {
+		m := &nats.Msg{Subject: j.kv.Subject(key), Data: r.data, Header: nats.Header{}}
+		switch {
+		case j.fence == 0:
+		case j.kv.Shared():
+			// Every write expects this owner's mark to be the last
+			// on its subject (fenceOf).
+			m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(j.fence, 10)}
+			m.Header[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{j.kv.Subject(ownerKey)}
+		default:
 			m.Header[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(j.fence+uint64(i), 10)}
 		}
 		if err := j.acks.publish(j.js.Conn(), m); err != nil {
@@ -539,9 +545,7 @@ func (j *journal) awaitWindow(ctx context.Context, batch []entry, w *sentWindow)
 				return err
 			}
 			if ok {
-				if j.fence != 0 {
-					j.fence = seq
-				}
+				j.stored(seq)
 				if r.key == "" {
 					j.written = append(j.written, writtenEntry{first: r.first, stream: seq})
 				}
@@ -562,10 +566,45 @@ func (j *journal) awaitWindow(ctx context.Context, batch []entry, w *sentWindow)
 			return err
 		}
 		if j.fence != 0 {
-			j.written = append(j.written, writtenEntry{first: r.first, stream: j.fence})
+			j.written = append(j.written, writtenEntry{first: r.first, stream: j.last})
 		}
 	}
 	return nil
+}
+
+// stored notes that a write of this owner was stored at the stream's
+// sequence seq; j.wmu held. A session with a bucket of its own moves its
+// fence there: the stream's last sequence, which its next write expects.
+func (j *journal) stored(seq uint64) {
+	j.last = seq
+	if j.fence != 0 && !j.kv.Shared() {
+		j.fence = seq
+	}
+}
+
+// fenceOf is the condition a fenced write of the session's bucket sets:
+// for a bucket of the session's own, that the stream's last sequence is
+// the last this owner knows (j.fence), so that nothing was written since
+// by anyone — an owner that lost its lease is refused at its next write;
+// in the shared bucket (broker.SharedName), where other sessions write
+// between this one's writes, that the last write on the subject of the
+// session's owner's mark is this owner's mark (j.fence is its sequence):
+// the next owner writes its own mark before anything else, so it refuses
+// the writes of the one before as well. The shared bucket's writes of one
+// owner are not chained to each other, but the records of a session are
+// read in the order of their numbers (readRecord), which stops at the
+// first one missing: a record stored after one that was not (a publish
+// lost in a reconnect, written again the patient way) is not read until
+// the one before it is there, and its committers are told only then.
+func (j *journal) fenceOf() jetstream.PublishOpt { return fenceOpt(j.kv, j.fence) }
+
+// fenceOpt is the fence of a write of bucket b by the owner whose fence
+// is fence (journal.fenceOf).
+func fenceOpt(b *broker.SessionBucket, fence uint64) jetstream.PublishOpt {
+	if b.Shared() {
+		return jetstream.WithExpectLastSequenceForSubject(fence, b.Subject(ownerKey))
+	}
+	return jetstream.WithExpectLastSequence(fence)
 }
 
 // recordAcks receives the acknowledgements of the records the writer
@@ -695,17 +734,17 @@ func (j *journal) putLocked(ctx context.Context, key string, data []byte) error 
 	if j.fence == 0 {
 		return putKV(ctx, j.kv, key, data)
 	}
-	subject := "$KV." + j.kv.Bucket() + "." + key
+	subject := j.kv.Subject(key)
 	pause := 20 * time.Millisecond
 	for range refencesMax {
 		var ack *jetstream.PubAck
 		err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 			var err error
-			ack, err = j.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequence(j.fence))
+			ack, err = j.js.Publish(ctx, subject, data, j.fenceOf())
 			return err
 		})
 		if err == nil {
-			j.fence = ack.Sequence
+			j.stored(ack.Sequence)
 			return nil
 		}
 		if !wrongLast(err) {
@@ -755,11 +794,16 @@ func reportedLast(err error) uint64 {
 
 // refence reads the bucket's last sequence (at least seen, what a refused
 // write reported) and adopts it if this owner's mark is still the bucket's
-// latest; ErrLeaseLost otherwise.
+// latest; ErrLeaseLost otherwise. In the shared bucket the fence is the
+// mark's own sequence (fenceOf): it is read again, and kept if the mark is
+// still this owner's.
 func (j *journal) refence(ctx context.Context, seen uint64) error {
 	var last uint64
 	err := broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		st, err := j.js.Stream(ctx, "KV_"+j.kv.Bucket())
+		if j.kv.Shared() {
+			return nil
+		}
+		st, err := j.js.Stream(ctx, j.kv.Stream())
 		if err != nil {
 			return err
 		}
@@ -778,7 +822,7 @@ func (j *journal) refence(ctx context.Context, seen uint64) error {
 	var rev uint64
 	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		var err error
-		mark, rev, err = lastFromLeader(ctx, j.js, "KV_"+j.kv.Bucket(), "$KV."+j.kv.Bucket()+"."+ownerKey)
+		mark, rev, err = lastFromLeader(ctx, j.js, j.kv.Stream(), j.kv.Subject(ownerKey))
 		return err
 	})
 	if err != nil {
@@ -787,6 +831,10 @@ func (j *journal) refence(ctx context.Context, seen uint64) error {
 	o := Owner{}
 	if json.Unmarshal(mark, &o) != nil || o.Token != j.token {
 		return fmt.Errorf("%w (its mark is %s pid %d's)", ErrLeaseLost, o.Host, o.PID)
+	}
+	if j.kv.Shared() {
+		j.fence = rev
+		return nil
 	}
 	if rev > last {
 		return fmt.Errorf("%w (its mark, revision %d, is past the bucket's last sequence %d)", ErrLeaseLost, rev, last)
@@ -835,7 +883,7 @@ func (j *journal) writeSnapshot(ctx context.Context, cp *Checkpoint) error {
 }
 
 // putKV writes a key, riding through a server restart.
-func putKV(ctx context.Context, kv jetstream.KeyValue, key string, data []byte) error {
+func putKV(ctx context.Context, kv *broker.SessionBucket, key string, data []byte) error {
 	return broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		_, err := kv.Put(ctx, key, data)
 		return err

@@ -48,7 +48,7 @@ const DefaultLeaseTTL = 10 * time.Second
 // ownerKey is the key of the session's bucket that names its current
 // owner: written by each owner when it takes the session, it fences the
 // journal of the previous one.
-const ownerKey = "session.owner"
+const ownerKey = broker.OwnerKey
 
 // Owner is who holds a session's lease.
 type Owner struct {
@@ -94,7 +94,7 @@ type lease struct {
 
 	// bucket is the session's bucket; fence the sequence of this owner's
 	// mark in it (set by claim).
-	bucket jetstream.KeyValue
+	bucket *broker.SessionBucket
 	fence  uint64
 	// idKey signs the runtime's envelope ids (idkey.go).
 	idKey []byte
@@ -462,7 +462,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 		}
 		if aerr != nil {
 			if err == nil && l.made {
-				if derr := js.DeleteKeyValue(ctx, broker.KVName(cfg.ID)); derr != nil && cfg.Logger != nil {
+				if derr := kv.Drop(ctx, js); derr != nil && cfg.Logger != nil {
 					cfg.Logger.Warn("session: removing the bucket of a session not made", "session", cfg.ID, "err", derr)
 				}
 			}

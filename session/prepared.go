@@ -93,6 +93,12 @@ type preparer struct {
 	// made. Closed by close, after every preparation and removal.
 	bg *broker.Broker
 
+	// The shared bucket (broker.SharedName) the stores are made in, and
+	// its replicas: opened, or made, by the first preparation (smu).
+	smu     sync.Mutex
+	shared  jetstream.KeyValue
+	sharedN int
+
 	mu     sync.Mutex
 	next   []*preparedStore // made or being made, the next to take first
 	last   time.Time        // when the last durable pipeline start asked
@@ -195,7 +201,11 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 			Logger: slog.New(slog.DiscardHandler)}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		l, err := claimThen(ctx, &cfg, true, nil, broker.Fresh())
+		opts := []broker.Option{broker.Fresh()}
+		if kv := p.sharedKV(ctx, bg, n); kv != nil {
+			opts = append(opts, broker.InShared(kv))
+		}
+		l, err := claimThen(ctx, &cfg, true, nil, opts...)
 		if err == nil && !l.made {
 			// NewID met another session's id: its store is not ours to remove.
 			l.release()
@@ -215,6 +225,29 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 		go ps.renew() // owned by p (close waits for it); take or discard ends it
 	}()
 	return ps
+}
+
+// sharedKV is the shared bucket, when it has n replicas: opened, or made
+// with n, by the first preparation that gets it. nil otherwise, and when
+// it could not be opened: the store is then made with a bucket of its own.
+func (p *preparer) sharedKV(ctx context.Context, bg *broker.Broker, n int) jetstream.KeyValue {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	if p.shared == nil {
+		kv, err := broker.SharedKV(ctx, bg.JetStream(), bg.Storage(), n)
+		if err != nil {
+			return nil
+		}
+		s, err := bg.JetStream().Stream(ctx, "KV_"+broker.SharedName)
+		if err != nil {
+			return nil
+		}
+		p.shared, p.sharedN = kv, s.CachedInfo().Config.Replicas
+	}
+	if p.sharedN != n {
+		return nil
+	}
+	return p.shared
 }
 
 // renew renews the prepared store's lease every third of its TTL until
@@ -281,6 +314,9 @@ func (p *preparer) remove(id string, l *lease) {
 	l.purge = true
 	l.release()
 	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters()}
+	if l.bucket != nil && l.bucket.Shared() {
+		opts = append(opts, broker.SharedBucketOnly())
+	}
 	if l.purged {
 		opts = append(opts, broker.LeasePurged())
 	}

@@ -68,7 +68,7 @@ func TestPreparedStoreKilled(t *testing.T) {
 		}
 		bs, ss := storeNames(t, b)
 		for _, name := range bs {
-			if !ids[strings.TrimPrefix(name, broker.KVName(""))] {
+			if !ids[name] {
 				buckets = append(buckets, name)
 			}
 		}

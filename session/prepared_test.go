@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,18 +21,22 @@ import (
 
 const preparedPipeline = `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
 
-// storeNames lists the session buckets and work streams the store holds.
-func storeNames(t *testing.T, b *broker.Broker) (buckets, streams []string) {
+// storeNames lists the sessions whose entries the store holds — in a
+// bucket of their own or in the shared bucket — and the work streams.
+func storeNames(t *testing.T, b *broker.Broker) (stores, streams []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kvs := b.JetStream().KeyValueStoreNames(ctx)
 	for name := range kvs.Name() {
-		if strings.HasPrefix(name, broker.KVName("")) {
-			buckets = append(buckets, name)
+		if id, ok := strings.CutPrefix(name, broker.KVName("")); ok {
+			stores = append(stores, id)
 		}
 	}
 	require.NoError(t, kvs.Error())
+	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	require.NoError(t, err)
+	stores = append(stores, shared...)
 	sts := b.JetStream().StreamNames(ctx)
 	for name := range sts.Name() {
 		if strings.HasPrefix(name, broker.StreamName("")) && name != "SY_WORK" {
@@ -39,7 +44,7 @@ func storeNames(t *testing.T, b *broker.Broker) (buckets, streams []string) {
 		}
 	}
 	require.NoError(t, sts.Err())
-	return buckets, streams
+	return stores, streams
 }
 
 // burst runs two durable pipelines one after the other, which makes the
@@ -123,7 +128,10 @@ func TestPreparedStoresInABurst(t *testing.T) {
 	next := session.PreparedNext(r.broker)
 	require.NotEmpty(t, next, "the second start of a burst prepares the third's store")
 	buckets, streams := storeNames(t, r.broker)
-	require.Contains(t, buckets, broker.KVName(next))
+	require.Contains(t, buckets, next)
+	shared, err := broker.SharedSessions(context.Background(), r.broker.JetStream())
+	require.NoError(t, err)
+	require.Contains(t, shared, next, "a prepared store is made in the shared bucket")
 	require.NotContains(t, streams, broker.StreamName(next), "a prepared store has no work stream (made when outside input comes)")
 	s3 := start()
 	require.True(t, session.TookPrepared(s3))
@@ -286,6 +294,12 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	// before its bucket (the two are made side by side).
 	_, err = broker.EnsureSessionStream(ctx, js, "early", r.broker.Storage())
 	require.NoError(t, err)
+	// Keys in the shared bucket that no session recorded: what a process
+	// killed with a store prepared there left.
+	skv, err := broker.SharedKV(ctx, js, r.broker.Storage(), 1)
+	require.NoError(t, err)
+	_, err = (&broker.SessionBucket{KV: skv, Prefix: "sharedorphan."}).Put(ctx, broker.OwnerKey, []byte(`{}`))
+	require.NoError(t, err)
 	// Not a work stream, though its name starts as one's: left alone.
 	_, err = broker.EnsureEventStream(ctx, js, "watched", r.broker.Storage(), broker.EventRetention{})
 	require.NoError(t, err)
@@ -295,12 +309,13 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, removed, "no recorded session was old enough")
 	buckets, streams := storeNames(t, r.broker)
-	require.NotContains(t, buckets, broker.KVName("orphan"))
+	require.NotContains(t, buckets, "orphan")
+	require.NotContains(t, buckets, "sharedorphan")
 	require.NotContains(t, streams, broker.StreamName("orphan"))
 	require.NotContains(t, streams, broker.StreamName("early"), "a work stream without its bucket")
 	_, err = js.Stream(ctx, broker.EventStreamName("watched"))
 	require.NoError(t, err, "an event stream is no session's leftover")
-	require.Contains(t, buckets, broker.KVName(live), "held by this live process")
+	require.Contains(t, buckets, live, "held by this live process")
 	_, err = js.Stream(ctx, broker.StreamName("orphan"))
 	require.True(t, errors.Is(err, jetstream.ErrStreamNotFound), "%v", err)
 }
@@ -373,7 +388,7 @@ func TestPreparedStoreRenewedWhileItWaits(t *testing.T) {
 	_, err = session.GC(ctx, r.broker, time.Hour, time.Now(), false)
 	require.NoError(t, err)
 	buckets, _ := storeNames(t, r.broker)
-	require.Contains(t, buckets, broker.KVName(id), "held: gc leaves it alone")
+	require.Contains(t, buckets, id, "held: gc leaves it alone")
 	cfg := r.durable(preparedPipeline, "")
 	cfg.Checkpoint = &session.CheckpointPolicy{}
 	s, err := session.Start(ctx, cfg)
@@ -417,4 +432,79 @@ func TestPreparedStoreStreamMadeLateRemoved(t *testing.T) {
 	buckets, streams := storeNames(t, b)
 	require.Empty(t, buckets, "every session's store removed, and those prepared")
 	require.Empty(t, streams, "the work stream made for the outside envelope too")
+}
+
+// TestSharedSessionArchivedListedRemoved: a durable pipeline that took a
+// prepared store keeps its entries in the shared bucket while it runs.
+// One that fails is archived at its end like any other completed session:
+// its keys leave the shared bucket, and it is listed, its history and
+// checkpoint read. One that succeeds with its checkpoint retained is
+// archived too; one whose policy does not retain it is removed. (A session
+// left running in the shared bucket by a killed process is resumed from
+// there: TestPreparedStreamMadeLateKilled.)
+func TestSharedSessionArchivedListedRemoved(t *testing.T) {
+	defer session.SetPreparedBurst(time.Minute)()
+	dir := t.TempDir()
+	r := newRun(t, brokertest.Configure(func(c *broker.Config) { c.DataDir = dir }))
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.flaky", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			return &nodes.Outcome{Status: nodes.StatusFail, FailureReason: "not yet"}, nil
+		})})
+	}
+	const flaky = `digraph flaky { start [shape=Mdiamond]; a [type="custom.flaky"]; exit [shape=Msquare]; start -> a -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	shared := func() []string {
+		ids, err := broker.SharedSessions(ctx, r.broker.JetStream())
+		require.NoError(t, err)
+		return ids
+	}
+
+	burst(t, r)
+	s, rep := r.runSession(r.durable(flaky, ""))
+	require.True(t, session.TookPrepared(s))
+	require.Equal(t, "fail", rep.Status)
+	id := s.ID()
+	require.NotContains(t, shared(), id, "archived at its end")
+	_, err := r.broker.JetStream().KeyValue(ctx, broker.KVName(id))
+	require.ErrorIs(t, err, jetstream.ErrBucketNotFound, "never a bucket of its own")
+	listed, err := session.List(ctx, r.broker)
+	require.NoError(t, err)
+	var st *session.Stored
+	for i := range listed {
+		if listed[i].ID == id {
+			st = &listed[i]
+		}
+	}
+	require.NotNil(t, st, "listed")
+	require.Equal(t, "fail", st.Status)
+	require.True(t, st.Archived)
+	hist, err := session.History(ctx, r.broker, id)
+	require.NoError(t, err)
+	require.NotEmpty(t, hist)
+	cp, err := session.LoadCheckpoint(ctx, r.broker, id, 0)
+	require.NoError(t, err)
+	require.Equal(t, "fail", cp.Status)
+
+	// Retained: archived, out of the shared bucket, still read.
+	cfg := r.durable(preparedPipeline, "")
+	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
+	s, rep = r.runSession(cfg)
+	require.True(t, session.TookPrepared(s))
+	require.Equal(t, "success", rep.Status)
+	require.NotContains(t, shared(), s.ID(), "archived at its end")
+	cp, err = session.LoadCheckpoint(ctx, r.broker, s.ID(), 0)
+	require.NoError(t, err)
+	require.Equal(t, "success", cp.Status)
+
+	// Not retained: removed.
+	cfg = r.durable(preparedPipeline, "")
+	cfg.Checkpoint = &session.CheckpointPolicy{}
+	s, rep = r.runSession(cfg)
+	require.True(t, session.TookPrepared(s))
+	require.Equal(t, "success", rep.Status)
+	require.Eventually(t, func() bool { return !slices.Contains(shared(), s.ID()) }, 10*time.Second, 10*time.Millisecond,
+		"its keys are purged (in the background, after its end)")
+	_, err = session.LoadCheckpoint(ctx, r.broker, s.ID(), 0)
+	require.ErrorIs(t, err, session.ErrNoCheckpoint)
 }

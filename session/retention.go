@@ -51,6 +51,16 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
 		return out, err
 	}
+	// The sessions in the shared bucket (started on prepared stores).
+	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	if err != nil {
+		return out, err
+	}
+	for _, id := range shared {
+		if st, ok := readStored(ctx, b, id); ok {
+			out = append(out, st)
+		}
+	}
 	// The completed sessions moved to the archive, but for one that is
 	// also still in its bucket (its archiving was interrupted).
 	archived, err := broker.ArchivedSessions(ctx, b.JetStream())
@@ -131,6 +141,13 @@ func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
 	}
 	if err := buckets.Error(); err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
+	}
+	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range shared {
+		add(id)
 	}
 	names := b.JetStream().StreamNames(ctx)
 	for name := range names.Name() {
@@ -214,6 +231,18 @@ func removeUnrecorded(ctx context.Context, b *broker.Broker) error {
 	}
 	if err := names.Error(); err != nil {
 		return err
+	}
+	// Keys in the shared bucket: a prepared store's, or what a start
+	// killed before it recorded its session left there.
+	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	if err != nil {
+		return err
+	}
+	for _, id := range shared {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
 	// A work stream made beside its bucket (a new session's, or a
 	// prepared store's) may be all a start killed early left: the

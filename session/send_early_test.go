@@ -27,7 +27,7 @@ func TestCommitterSendsItsRecord(t *testing.T) {
 
 	// The record's key, watched: the server stores a publish after it
 	// read it (a flush of the connection says only that it read it).
-	w, err := l.bucket.Watch(ctx, recordKey(1), jetstream.UpdatesOnly())
+	w, err := l.bucket.KV.Watch(ctx, l.bucket.Prefix+recordKey(1), jetstream.UpdatesOnly())
 	require.NoError(t, err)
 	defer func() { _ = w.Stop() }()
 	told := make(chan error, 1)
@@ -37,7 +37,7 @@ func TestCommitterSendsItsRecord(t *testing.T) {
 	for stored != nil {
 		select {
 		case e := <-w.Updates():
-			if e != nil && e.Key() == recordKey(1) {
+			if e != nil && e.Key() == l.bucket.Prefix+recordKey(1) {
 				stored = nil
 			}
 		case <-stored:

@@ -129,6 +129,9 @@ type Config struct {
 	// member to resume): its work stream is made when outside input first
 	// comes, or when it is left unfinished (actors.Config.MakeStream).
 	late bool
+	// generated: the id was generated here (NewID), so no session of the
+	// store has it (broker.Generated).
+	generated bool
 
 	// Replicas is how many copies JetStream keeps of a durable session's
 	// stream, buckets and object store (3 on a cluster survives the loss of
@@ -270,7 +273,7 @@ func start(ctx context.Context, cfg Config, run bool) (_ *Session, err error) {
 		}
 	}
 	if cfg.ID == "" {
-		cfg.ID = NewID()
+		cfg.ID, cfg.generated = NewID(), true
 	}
 	cfg.late = run && cfg.Durable && cfg.ForkOf == "" && cfg.Graph != nil && cfg.Graph.Kind() != "session"
 	defer func() {
@@ -532,7 +535,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		prepared, cl = ps.p, ps.lease
 	}
 	if cfg.ID == "" {
-		cfg.ID = NewID()
+		cfg.ID, cfg.generated = NewID(), true
 	}
 	if !broker.ValidToken(cfg.ID) {
 		return fail(fmt.Errorf("session: invalid session id %q", cfg.ID))
@@ -547,6 +550,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		var fresh []broker.Option
 		if cp == nil {
 			fresh = append(fresh, broker.Fresh()) // a new session: its bucket is made in one request
+			if cfg.generated {
+				fresh = append(fresh, broker.Generated()) // not in the shared bucket: nobody had its id
+			}
 		}
 		var err error
 		var leased func()
@@ -1141,6 +1147,11 @@ func (s *Session) cleanup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var known []broker.DeleteOption
+	if s.jr.kv != nil && s.jr.kv.Shared() {
+		known = append(known, broker.SharedBucketOnly())
+	} else if s.created {
+		known = append(known, broker.OwnBucketOnly()) // made here, of its own
+	}
 	if s.created {
 		known = append(known, broker.NotArchived()) // made here, run to its end here
 		if !s.deadLetters.Load() {

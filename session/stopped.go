@@ -114,11 +114,12 @@ func checkStopped(ctx context.Context, cfg *Config, l *lease) error {
 	r.ReopenedBy, r.ReopenedAt = cfg.ReopenedBy, cfg.Clock.Now().UTC()
 	r.By, r.At = "", time.Time{}
 	data, _ := json.Marshal(r)
-	ack, err := cfg.Broker.JetStream().Publish(ctx, "$KV."+l.bucket.Bucket()+"."+stoppedKey, data,
-		jetstream.WithExpectLastSequence(l.fence))
+	ack, err := cfg.Broker.JetStream().Publish(ctx, l.bucket.Subject(stoppedKey), data, fenceOpt(l.bucket, l.fence))
 	if err != nil {
 		return fmt.Errorf("session %s: reopening: %w", cfg.ID, err)
 	}
-	l.fence = ack.Sequence
+	if !l.bucket.Shared() {
+		l.fence = ack.Sequence // in the shared bucket the fence stays the mark's
+	}
 	return nil
 }
