@@ -122,14 +122,18 @@ func findShared(ctx context.Context, js jetstream.JetStream, session string) (*S
 }
 
 // purgeShared removes every key of session from the shared bucket (no
-// marker is left), when the bucket exists.
-func purgeShared(ctx context.Context, js jetstream.JetStream, session string) error {
-	s, err := js.Stream(ctx, "KV_"+SharedName)
-	if notFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
+// marker is left), when the bucket exists; s is its stream, nil to look
+// it up.
+func purgeShared(ctx context.Context, js jetstream.JetStream, session string, s jetstream.Stream) error {
+	if s == nil {
+		var err error
+		s, err = js.Stream(ctx, "KV_"+SharedName)
+		if notFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+SharedName+"."+session+".>"))
 }

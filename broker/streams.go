@@ -504,8 +504,10 @@ type DeleteOption func(*deleteOptions)
 type deleteOptions struct {
 	notArchived, leaseGone, noDeadLetters, noWorkStream bool
 	// own: the session has a bucket of its own (not in the shared one);
-	// shared: its keys are in the shared bucket (no bucket of its own).
-	own, shared bool
+	// shared: its keys are in the shared bucket (no bucket of its own),
+	// whose stream is sharedStream when the caller has it.
+	own, shared  bool
+	sharedStream jetstream.Stream
 }
 
 // OwnBucketOnly says the session has a bucket of its own, so nothing of it
@@ -513,8 +515,11 @@ type deleteOptions struct {
 func OwnBucketOnly() DeleteOption { return func(o *deleteOptions) { o.own = true } }
 
 // SharedBucketOnly says the session's keys are in the shared bucket
-// (SharedName), so it has no bucket of its own: a request fewer.
-func SharedBucketOnly() DeleteOption { return func(o *deleteOptions) { o.shared = true } }
+// (SharedName), so it has no bucket of its own: a request fewer; and
+// another when the caller gives the bucket's stream (nil: looked up).
+func SharedBucketOnly(stream jetstream.Stream) DeleteOption {
+	return func(o *deleteOptions) { o.shared, o.sharedStream = true, stream }
+}
 
 // NotArchived says the archive holds nothing of the session (three
 // requests fewer): the process that created it and ran it to its end
@@ -574,7 +579,7 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 		fs = append(fs, del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }))
 	}
 	if !o.own {
-		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session) }))
+		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session, o.sharedStream) }))
 	}
 	fs = append(fs,
 		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }))

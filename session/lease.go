@@ -433,7 +433,11 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	var archived bool
 	var aerr error
 	var looked chan struct{}
-	if created {
+	switch {
+	case created && cfg.generated:
+		// A generated id (NewID): no session had it, the archive holds
+		// nothing of it — a round trip to the archive's stream fewer.
+	case created:
 		// Whether the archive holds the id is asked while the bucket is
 		// made: an archived session has none here (the archive holds
 		// it), so it is made, and removed if the id is refused.
@@ -442,7 +446,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			defer close(looked)
 			archived, aerr = broker.Archived(ctx, js, cfg.ID)
 		}()
-	} else {
+	default:
 		archived, err = broker.Archived(ctx, js, cfg.ID)
 		if err == nil && archived {
 			err = broker.RestoreSession(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)

@@ -95,9 +95,10 @@ type preparer struct {
 
 	// The shared bucket (broker.SharedName) the stores are made in, and
 	// its replicas: opened, or made, by the first preparation (smu).
-	smu     sync.Mutex
-	shared  jetstream.KeyValue
-	sharedN int
+	smu          sync.Mutex
+	shared       jetstream.KeyValue
+	sharedStream jetstream.Stream
+	sharedN      int
 
 	mu     sync.Mutex
 	next   []*preparedStore // made or being made, the next to take first
@@ -198,7 +199,7 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 		defer p.wg.Done()
 		defer close(ps.ready)
 		cfg := Config{ID: ps.id, Broker: bg, Durable: true, Clock: clock.Real(), Replicas: n,
-			Logger: slog.New(slog.DiscardHandler)}
+			Logger: slog.New(slog.DiscardHandler), generated: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		opts := []broker.Option{broker.Fresh()}
@@ -242,7 +243,7 @@ func (p *preparer) sharedKV(ctx context.Context, bg *broker.Broker, n int) jetst
 		if err != nil {
 			return nil
 		}
-		p.shared, p.sharedN = kv, s.CachedInfo().Config.Replicas
+		p.shared, p.sharedStream, p.sharedN = kv, s, s.CachedInfo().Config.Replicas
 	}
 	if p.sharedN != n {
 		return nil
@@ -315,12 +316,19 @@ func (p *preparer) remove(id string, l *lease) {
 	l.release()
 	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters()}
 	if l.bucket != nil && l.bucket.Shared() {
-		opts = append(opts, broker.SharedBucketOnly())
+		opts = append(opts, broker.SharedBucketOnly(p.stream()))
 	}
 	if l.purged {
 		opts = append(opts, broker.LeasePurged())
 	}
 	_ = broker.DeleteSession(ctx, p.js(), id, opts...)
+}
+
+// stream is the shared bucket's stream, when a preparation opened it.
+func (p *preparer) stream() jetstream.Stream {
+	p.smu.Lock()
+	defer p.smu.Unlock()
+	return p.sharedStream
 }
 
 // js is the JetStream context removals go through: bg's once made.

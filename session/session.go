@@ -1148,7 +1148,11 @@ func (s *Session) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var known []broker.DeleteOption
 	if s.jr.kv != nil && s.jr.kv.Shared() {
-		known = append(known, broker.SharedBucketOnly())
+		var st jetstream.Stream
+		if s.prepared != nil {
+			st = s.prepared.stream()
+		}
+		known = append(known, broker.SharedBucketOnly(st))
 	} else if s.created {
 		known = append(known, broker.OwnBucketOnly()) // made here, of its own
 	}
