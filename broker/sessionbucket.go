@@ -180,9 +180,5 @@ func (b *SessionBucket) Drop(ctx context.Context, js jetstream.JetStream) error 
 		}
 		return nil
 	}
-	s, err := js.Stream(ctx, b.Stream())
-	if err != nil {
-		return err
-	}
-	return s.Purge(ctx, jetstream.WithPurgeSubject(b.Subject(">")))
+	return purgeShared(ctx, js, strings.TrimSuffix(b.Prefix, "."), nil)
 }

@@ -36,30 +36,15 @@ type Stored struct {
 
 // List returns the durable sessions of the store, by id.
 func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
-	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
-	names := b.JetStream().KeyValueStoreNames(ctx)
+	ids, err := storedIDs(ctx, b)
 	var out []Stored
-	for name := range names.Name() {
-		id, ok := strings.CutPrefix(name, prefix)
-		if !ok || !broker.ValidToken(id) {
-			continue
-		}
+	for _, id := range ids {
 		if st, ok := readStored(ctx, b, id); ok {
 			out = append(out, st)
 		}
 	}
-	if err := names.Error(); err != nil && !errors.Is(err, context.Canceled) {
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return out, err
-	}
-	// The sessions in the shared bucket (started on prepared stores).
-	shared, err := broker.SharedSessions(ctx, b.JetStream())
-	if err != nil {
-		return out, err
-	}
-	for _, id := range shared {
-		if st, ok := readStored(ctx, b, id); ok {
-			out = append(out, st)
-		}
 	}
 	// The completed sessions moved to the archive, but for one that is
 	// also still in its bucket (its archiving was interrupted).
@@ -89,6 +74,36 @@ func List(ctx context.Context, b *broker.Broker) ([]Stored, error) {
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out, nil
+}
+
+// storedIDs lists, each once, the ids of the sessions whose entries the
+// store holds, recorded or not: those with a bucket of their own, then
+// those with keys in the shared bucket (broker.SharedName: started on
+// prepared stores, or what such a start killed early left there).
+func storedIDs(ctx context.Context, b *broker.Broker) ([]string, error) {
+	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
+	seen := map[string]bool{}
+	var ids []string
+	add := func(id string) {
+		if !seen[id] && broker.ValidToken(id) {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	names := b.JetStream().KeyValueStoreNames(ctx)
+	for name := range names.Name() {
+		if id, ok := strings.CutPrefix(name, prefix); ok {
+			add(id)
+		}
+	}
+	if err := names.Error(); err != nil {
+		return ids, err
+	}
+	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	for _, id := range shared {
+		add(id)
+	}
+	return ids, err
 }
 
 // readStored reads what the store says of session id; false when it holds
@@ -132,21 +147,11 @@ func Running(ctx context.Context, b *broker.Broker) ([]Meta, error) {
 		}
 	}
 	var errs []error
-	buckets := b.JetStream().KeyValueStoreNames(ctx)
-	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
-	for name := range buckets.Name() {
-		if id, ok := strings.CutPrefix(name, prefix); ok {
-			add(id)
-		}
-	}
-	if err := buckets.Error(); err != nil && !errors.Is(err, context.Canceled) {
+	stored, err := storedIDs(ctx, b)
+	if err != nil && !errors.Is(err, context.Canceled) {
 		errs = append(errs, err)
 	}
-	shared, err := broker.SharedSessions(ctx, b.JetStream())
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, id := range shared {
+	for _, id := range stored {
 		add(id)
 	}
 	names := b.JetStream().StreamNames(ctx)
@@ -219,30 +224,13 @@ func GC(ctx context.Context, b *broker.Broker, retain time.Duration, now time.Ti
 // prepared for its next pipeline (prepared.go). A start under way, or a
 // store prepared by a live process, holds its lease and is left alone.
 func removeUnrecorded(ctx context.Context, b *broker.Broker) error {
-	prefix := strings.TrimSuffix(broker.KVName("x"), "x")
-	names := b.JetStream().KeyValueStoreNames(ctx)
-	seen := map[string]bool{}
-	var ids []string
-	for name := range names.Name() {
-		if id, ok := strings.CutPrefix(name, prefix); ok && broker.ValidToken(id) && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	if err := names.Error(); err != nil {
-		return err
-	}
-	// Keys in the shared bucket: a prepared store's, or what a start
-	// killed before it recorded its session left there.
-	shared, err := broker.SharedSessions(ctx, b.JetStream())
+	ids, err := storedIDs(ctx, b)
 	if err != nil {
 		return err
 	}
-	for _, id := range shared {
-		if !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
 	}
 	// A work stream made beside its bucket (a new session's, or a
 	// prepared store's) may be all a start killed early left: the
