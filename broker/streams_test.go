@@ -342,8 +342,17 @@ func TestLeasesAgeOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, broker.LeaseMaxAge, maxAge())
 
-	require.NoError(t, js.DeleteKeyValue(ctx(t), broker.LeaseBucket))
-	kv, err := js.CreateKeyValue(ctx(t), jetstream.KeyValueConfig{Bucket: broker.LeaseBucket, History: 1})
+	// The bucket as an older store has it: no maximum age. (Changed in
+	// place: deleting the stream and making it again under the same name
+	// raced, under load, with the server's removal of the old one's
+	// directory — "could not create storage directory".)
+	s, err := js.Stream(ctx(t), "KV_"+broker.LeaseBucket)
+	require.NoError(t, err)
+	cfg := s.CachedInfo().Config
+	cfg.MaxAge = 0
+	_, err = js.UpdateStream(ctx(t), cfg)
+	require.NoError(t, err)
+	kv, err := js.KeyValue(ctx(t), broker.LeaseBucket)
 	require.NoError(t, err)
 	_, err = kv.Put(ctx(t), "s1", []byte("owner"))
 	require.NoError(t, err)
