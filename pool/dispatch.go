@@ -149,6 +149,9 @@ func (d *Dispatcher) Handler(pool string) (nodes.Handler, error) {
 }
 
 // EnsureStream creates (or updates to this configuration) the work stream.
+// Each request to the server is bounded by adminAttempt and retried while
+// the cluster has no leader to answer it (broker.Retry): a request whose
+// answer is lost in a leader election would else wait as long as ctx.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage, replicas int) error {
 	storage := jetstream.FileStorage
 	if st == broker.MemoryStorage {
@@ -159,8 +162,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 	}
 	cfg := workStreamConfig(storage, replicas)
 	scaled, same := false, false
-	s, err := js.Stream(ctx, Stream)
-	if err == nil {
+	s, err := lookStream(ctx, js, Stream)
+	if err != nil {
+		return fmt.Errorf("pool: stream %s: %w", Stream, err)
+	}
+	if s != nil {
 		had := s.CachedInfo().Config
 		cfg.Replicas = max(cfg.Replicas, had.Replicas) // never scale down
 		scaled = cfg.Replicas > had.Replicas
@@ -176,7 +182,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		// Only a stream to make or change is updated: an update that
 		// changes nothing races, in nats-server 2.15.2, with a consumer
 		// being made on the stream (the race detector caught it).
-		if s, err = js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		err := broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+			var err error
+			s, err = js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("pool: stream %s: %w", Stream, err)
 		}
 	}
@@ -189,18 +200,46 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, st broker.Storage
 		}
 	}
 	out := outcomeStreamConfig(storage, cfg.Replicas)
-	if s, err := js.Stream(ctx, OutcomeStream); err == nil {
-		had := s.CachedInfo().Config
+	o, err := lookStream(ctx, js, OutcomeStream)
+	if err != nil {
+		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
+	}
+	if o != nil {
+		had := o.CachedInfo().Config
 		out.Replicas = max(out.Replicas, had.Replicas)
 		out.Storage = had.Storage
 		if sameLimits(had, out) {
 			return nil
 		}
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, out); err != nil {
+	err = broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+		_, err := js.CreateOrUpdateStream(ctx, out)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("pool: stream %s: %w", OutcomeStream, err)
 	}
 	return nil
+}
+
+// adminAttempt bounds one request that makes or looks up a stream, a
+// consumer or the graph bucket; broker.Retry sends it again after a
+// timeout, within its ride-through.
+const adminAttempt = 5 * time.Second
+
+// lookStream is stream name, nil when it does not exist; a lookup with no
+// answer is sent again (broker.Retry).
+func lookStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	var s jetstream.Stream
+	err := broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+		var err error
+		s, err = js.Stream(ctx, name)
+		return err
+	})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	return s, err
 }
 
 // workStreamConfig is the configuration EnsureStream asks of SY_WORK.
@@ -241,7 +280,9 @@ func settled(parent context.Context, s jetstream.Stream, replicas int) error {
 	ctx, cancel := context.WithTimeout(parent, time.Minute)
 	defer cancel()
 	for {
-		info, err := s.Info(ctx)
+		ictx, icancel := context.WithTimeout(ctx, adminAttempt)
+		info, err := s.Info(ictx)
+		icancel()
 		if err == nil && info.Cluster != nil && info.Cluster.Leader != "" {
 			current := 0
 			for _, p := range info.Cluster.Replicas {
@@ -292,7 +333,12 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 		if err := EnsureStream(ctx, d.JS, d.Storage, d.Replicas); err != nil {
 			return "", err
 		}
-		kv, err := graphBucket(ctx, d.JS, d.Storage, d.Replicas, true)
+		var kv jetstream.KeyValue
+		err := broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+			var err error
+			kv, err = graphBucket(ctx, d.JS, d.Storage, d.Replicas, true)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("pool: bucket %s: %w", GraphBucket, err)
 		}
@@ -321,13 +367,18 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 		d.kv, d.out, d.work, d.ready, d.graphs, d.pools = kv, out, work, true, map[*graph.Graph]string{}, map[string]bool{}
 	}
 	if queue && !d.pools[pool] {
-		if _, err := d.JS.Consumer(ctx, Stream, ConsumerName(pool)); err != nil {
-			if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return "", fmt.Errorf("pool %s: consumer: %w", pool, err)
-			}
-			if _, err := Consumer(ctx, d.JS, pool, 0); err != nil {
-				return "", fmt.Errorf("pool %s: consumer: %w", pool, err)
-			}
+		err := broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+			_, err := d.JS.Consumer(ctx, Stream, ConsumerName(pool))
+			return err
+		})
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			err = broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+				_, err := Consumer(ctx, d.JS, pool, 0)
+				return err
+			})
+		}
+		if err != nil {
+			return "", fmt.Errorf("pool %s: consumer: %w", pool, err)
 		}
 		d.pools[pool] = true
 	}
@@ -337,7 +388,11 @@ func (d *Dispatcher) prepare(ctx context.Context, session string, g *graph.Graph
 	dot := g.DOT()
 	sum := sha256.Sum256([]byte(dot))
 	key := hex.EncodeToString(sum[:])
-	if _, err := d.kv.Put(ctx, key, []byte(dot)); err != nil {
+	err := broker.Retry(ctx, adminAttempt, func(ctx context.Context) error {
+		_, err := d.kv.Put(ctx, key, []byte(dot))
+		return err
+	})
+	if err != nil {
 		return "", fmt.Errorf("pool: storing the graph for workers: %w", err)
 	}
 	d.graphs[g] = key

@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,16 +45,22 @@ func TestDispatchWhileWorkStreamScalesUp(t *testing.T) {
 	reg := nodes.NewRegistry()
 	require.NoError(t, nodes.RegisterBuiltins(reg, nodes.Deps{}))
 	wctx, wstop := context.WithCancel(ctx)
-	w := &pool.Worker{NC: b.Conn(), JS: b.JetStream(), Pool: "p", Registry: reg, WorkDir: t.TempDir()}
+	w := &pool.Worker{NC: b.Conn(), JS: b.JetStream(), Pool: "p", Registry: reg, WorkDir: t.TempDir(),
+		Log: brokertest.Logger(t, slog.LevelInfo)}
 	wdone := make(chan error, 1)
 	go func() { wdone <- w.Run(wctx) }()
 	defer func() { wstop(); <-wdone }()
 	for {
-		if _, err := b.JetStream().Stream(ctx, pool.Stream); err == nil {
+		// Each look is bounded: a request whose answer a loaded cluster
+		// lost (a meta leader election) would else wait for ctx's end.
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := b.JetStream().Stream(lctx, pool.Stream)
+		lcancel()
+		if err == nil {
 			break
 		}
-		require.NoError(t, ctx.Err())
-		time.Sleep(20 * time.Millisecond)
+		require.NoError(t, ctx.Err(), "the worker made no work stream; last look: %v", err)
+		time.Sleep(20 * time.Millisecond) // polling the cluster for the worker's stream
 	}
 
 	g, err := graph.Parse("r.dot", []byte(`digraph R { start [shape=Mdiamond]; x [shape=parallelogram, pool=p, tool_command="echo hi"]; exit [shape=Msquare]; start -> x -> exit }`))

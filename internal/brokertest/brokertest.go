@@ -61,7 +61,7 @@ func Start(t testing.TB, opts ...Option) *broker.Broker {
 		o(&s)
 	}
 	if s.cfg.Logger == nil {
-		s.cfg.Logger = slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: s.level}))
+		s.cfg.Logger = Logger(t, s.level)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -75,6 +75,12 @@ func Start(t testing.TB, opts ...Option) *broker.Broker {
 		}
 	})
 	return b
+}
+
+// Logger is a logger writing each record at level or above with t.Log:
+// what a component under test says shows beside the test's failure.
+func Logger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: level}))
 }
 
 // tlogWriter writes each log line with t.Log.
