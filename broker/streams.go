@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard/switchyard/internal/crash"
 )
 
 // Storage chooses where JetStream keeps a session's resources.
@@ -298,7 +300,9 @@ func EnsureSessionStream(ctx context.Context, js jetstream.JetStream, session st
 // When the mode changes, the stream first stores its old and its new
 // subjects, then switched (when not nil) is called with the new mode,
 // then the stream keeps the new subjects only: a publisher that learned
-// the mode before the change still finds its envelope stored.
+// the mode before the change still finds its envelope stored. Kill points
+// inbound-both, inbound-switched and inbound-set follow the three steps of
+// a change of mode (cmd/switchyard TestCrashQueueModeSwitch).
 func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inbound []string, switched func(ingress bool)) (ingress bool, err error) {
 	if err := checkSession(session); err != nil {
 		return false, err
@@ -333,19 +337,30 @@ func SetInbound(ctx context.Context, js jetstream.JetStream, session string, inb
 			return nil
 		})
 	}
+	flip := false
 	err = set(func(old []string) []string {
 		if slices.Contains(old, AllStored(session)) == ingress {
 			return old // no change of mode
 		}
+		flip = true
 		both := append(slices.Clone(old), subjects...)
 		slices.Sort(both)
 		return slices.Compact(both)
 	})
 	if err == nil {
+		if flip {
+			crash.Point("inbound-both") // the stream stores both kinds of subject; the session's mode not switched yet
+		}
 		if switched != nil {
 			switched(ingress)
 		}
+		if flip {
+			crash.Point("inbound-switched") // the mode switched; the stream still stores both
+		}
 		err = set(func([]string) []string { return subjects })
+		if flip && err == nil {
+			crash.Point("inbound-set") // the stream stores the new mode's subjects only
+		}
 	}
 	if err != nil {
 		return false, fmt.Errorf("broker: stream %s: subjects: %w", StreamName(session), err)

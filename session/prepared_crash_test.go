@@ -31,7 +31,9 @@ func killedChild(t *testing.T, test, point string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, crash.Env+"="+point)
+	// The child's own temporary directories go under this test's: killed,
+	// it removes none of them.
+	cmd.Env = append(os.Environ(), childDirEnv+"="+dir, crash.Env+"="+point, "TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	require.True(t, testio.Killed(err), "the child was not killed at %s: %v\n%s", point, err, out)
 	return dir

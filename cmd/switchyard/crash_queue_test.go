@@ -68,6 +68,21 @@ func TestCrashQueueExactlyOnce(t *testing.T) {
 // buffer, perhaps stored and acknowledged), and at a delivery to the node,
 // which takes the envelope the intake decoded (deliver).
 func TestCrashQueueIntake(t *testing.T) {
+	file := intakeQueueFile(t)
+	total := queueEvents(t)
+	points := append(queuePoints(total),
+		"intake-kept:"+strconv.Itoa(total/2), "intake-republished:"+strconv.Itoa(total/3),
+		// The delivery that takes the envelope the intake decoded.
+		"deliver:"+strconv.Itoa(total/2))
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) { crashQueue(t, queueGraph{file: file, intake: true}, total, point) })
+	}
+}
+
+// intakeQueueFile is testdata/queue.dot with broker.MaxListedSubjects idle
+// nodes more: its work stream stores the outside envelopes through the
+// intake.
+func intakeQueueFile(t *testing.T) string {
 	src, err := os.ReadFile("testdata/queue.dot")
 	require.NoError(t, err)
 	var b strings.Builder
@@ -78,13 +93,44 @@ func TestCrashQueueIntake(t *testing.T) {
 	b.WriteString("}\n")
 	file := filepath.Join(t.TempDir(), "queue-intake.dot")
 	require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o644))
-	total := queueEvents(t)
-	points := append(queuePoints(total),
-		"intake-kept:"+strconv.Itoa(total/2), "intake-republished:"+strconv.Itoa(total/3),
-		// The delivery that takes the envelope the intake decoded.
-		"deliver:"+strconv.Itoa(total/2))
-	for _, point := range points {
-		t.Run(point, func(t *testing.T) { crashQueue(t, queueGraph{file: file, intake: true}, total, point) })
+	return file
+}
+
+// TestCrashQueueModeSwitch floods a served durable session as
+// TestCrashQueueExactlyOnce does and, halfway through, edits its
+// graph live (`switchyard edit`) so that its work stream changes mode:
+// from listing the queue edge to the intake (the edit adds
+// broker.MaxListedSubjects idle nodes), and back (it removes them). The
+// serve process is killed in the change (broker.SetInbound): with the
+// stream storing both kinds of subject and the session's mode not switched
+// yet (inbound-both), with the mode switched and the stream still storing
+// both (inbound-switched), and with the stream storing the new mode's
+// subjects only (inbound-set). The publisher goes on throughout, in
+// whichever mode reaches the stream. Served again, the session resumes
+// its last journaled graph, the edit is applied again, and what was not
+// acknowledged is sent again: every envelope is stored once and fires the
+// node exactly once, and the stream is left in the edited graph's mode.
+func TestCrashQueueModeSwitch(t *testing.T) {
+	listed, err := filepath.Abs("testdata/queue.dot")
+	require.NoError(t, err)
+	intake := intakeQueueFile(t)
+	// Fewer envelopes than the other crash-queue tests with
+	// SWITCHYARD_FULL: the kill comes halfway, and they
+	// run the 100,000 already.
+	total := min(queueEvents(t), 10_000)
+	for _, dir := range []struct {
+		name     string
+		from, to string
+		toIntake bool
+	}{
+		{"to-intake", listed, intake, true},
+		{"to-listed", intake, listed, false},
+	} {
+		for _, point := range []string{"inbound-both:1", "inbound-switched:1", "inbound-set:1"} {
+			t.Run(dir.name+"/"+point, func(t *testing.T) {
+				crashQueue(t, queueGraph{file: dir.from, intake: dir.toIntake, edit: dir.to}, total, point)
+			})
+		}
 	}
 }
 
@@ -118,6 +164,10 @@ func queuePoints(total int) []string {
 type queueGraph struct {
 	file   string
 	intake bool
+	// edit, when set, is a graph applied live (`switchyard edit`) once
+	// half the envelopes are sent, by the first process (killed in
+	// it) and again by the second; intake is then the edited graph's mode.
+	edit string
 }
 
 func crashQueue(t *testing.T, g queueGraph, total int, point string) {
@@ -156,6 +206,16 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	// until the server goes away or refuses one (no responders: no
 	// process serves the session's intake yet); it returns how many are
 	// acknowledged.
+	// editing is the live edit of the first process, running beside the
+	// publisher (g.edit): started once, its exit reported.
+	var editing chan error
+	edit := func() error {
+		_, out, err := child(t, dir, "", "edit", "q1", g.edit, "--nats", url, "--token", "adm")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
 	publish := func(b *broker.Broker) int {
 		js := b.JetStream()
 		type inflight struct {
@@ -190,6 +250,10 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 				break
 			}
 			window = append(window, inflight{i, f})
+			if g.edit != "" && editing == nil && i >= total/2 {
+				editing = make(chan error, 1)
+				go func() { editing <- edit() }()
+			}
 			ok = drain(512)
 		}
 		if ok {
@@ -234,6 +298,10 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 		var err error
 		select {
 		case err = <-done:
+		case err := <-editing:
+			// The kill point is in the edit's change of mode: an edit
+			// that returns did not reach it.
+			t.Fatalf("the live edit ended and serve was not killed at %s: %v\n%s", point, err, logs.String())
 		case <-deadline:
 			t.Fatal("serve was never killed")
 		case <-time.After(500 * time.Millisecond): // poll the store
@@ -258,6 +326,10 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	unwatch()
 	_ = b.Close()
 	t.Logf("first process: %d of %d envelopes acknowledged before the kill, in %d waves of %d (another when every one fired before %s)", sent, total, waves, wave, point)
+	if g.edit != "" {
+		require.NotNil(t, editing, "killed at %s before the live edit began", point)
+		require.Error(t, <-editing, "the live edit succeeded although its process was killed in it")
+	}
 
 	// Second process: the same store; what was not acknowledged is sent again.
 	restart := time.Now()
@@ -270,6 +342,11 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	// the server would store it again, whatever the session does.
 	up := time.Since(restart)
 	t.Logf("second process up in %s (duplicate window %s)", up.Round(time.Millisecond), window)
+	if g.edit != "" {
+		// The killed edit was not journaled: the session resumed its
+		// graph before it. Applied again, it changes the mode for good.
+		require.NoError(t, edit())
+	}
 	// Through the intake, what is published before the session is
 	// served again gets no responders: published again until acknowledged.
 	for acks := publish(b); acks < total; acks = publish(b) {
