@@ -57,7 +57,8 @@ func (b *SessionBucket) Create(ctx context.Context, key string, value []byte) (u
 
 // SharedName is the KV bucket that holds the entries of the durable
 // pipelines started on a store prepared ahead (package session's
-// prepared stores), each under its id and a dot. A session's bucket of its
+// prepared stores) or under an id of their caller's, each under its id
+// and a dot. A session's bucket of its
 // own is a stream of the store: making it costs the server a directory,
 // its files and their metadata, and removing it as much again — about a
 // sixth of the CPU of a 10-node durable pipeline's Run, which a process

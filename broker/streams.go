@@ -447,19 +447,38 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 
 // SessionKV creates or opens the session's bucket for checkpoints and
 // node state (16 revisions kept per key): its own, or its keys in the
-// shared bucket (SharedName) — where InShared places a fresh session, and
-// where a session placed so is found again (a resume, or a start under an
-// id that is not Generated: the one there is the session).
+// shared bucket (SharedName) — where InShared places a fresh session
+// (unless, under an id that is not Generated, the store holds a session
+// of that id already: that one is the session), and where a session
+// placed so is found again (a resume, or a start under an id that is not
+// Generated: the one there is the session).
 func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st Storage, opts ...Option) (*SessionBucket, error) {
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
 	o := newOptions(opts)
 	if o.fresh && o.shared != nil {
+		b := &SessionBucket{KV: o.shared, Prefix: session + "."}
+		if !o.generated {
+			// An id of the caller's: a session the store holds under it
+			// is that session, in the shared bucket or in its own.
+			if _, err := b.Get(ctx, OwnerKey); err == nil {
+				return b, nil
+			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+				return nil, fmt.Errorf("broker: bucket %s: %w", SharedName, err)
+			}
+			kv, err := js.KeyValue(ctx, KVName(session))
+			if err == nil {
+				return OwnBucket(kv), nil
+			}
+			if !errors.Is(err, jetstream.ErrBucketNotFound) {
+				return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
+			}
+		}
 		if o.made != nil {
 			*o.made = true
 		}
-		return &SessionBucket{KV: o.shared, Prefix: session + "."}, nil
+		return b, nil
 	}
 	if !o.fresh || !o.generated {
 		b, err := findShared(ctx, js, session)

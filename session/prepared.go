@@ -93,12 +93,11 @@ type preparer struct {
 	// made. Closed by close, after every preparation and removal.
 	bg *broker.Broker
 
-	// The shared bucket (broker.SharedName) the stores are made in, and
-	// its replicas: opened, or made, by the first preparation (smu).
-	smu          sync.Mutex
-	shared       jetstream.KeyValue
-	sharedStream jetstream.Stream
-	sharedN      int
+	// The shared bucket (broker.SharedName) the stores are made in, with
+	// its stream and replicas, by the broker whose connection opened it:
+	// the background's (preparations) and the sessions' (sharedFor) (smu).
+	smu    sync.Mutex
+	shared map[*broker.Broker]*sharedHandle
 
 	mu     sync.Mutex
 	next   []*preparedStore // made or being made, the next to take first
@@ -228,27 +227,72 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 	return ps
 }
 
-// sharedKV is the shared bucket, when it has n replicas: opened, or made
-// with n, by the first preparation that gets it. nil otherwise, and when
-// it could not be opened: the store is then made with a bucket of its own.
-func (p *preparer) sharedKV(ctx context.Context, bg *broker.Broker, n int) jetstream.KeyValue {
+// sharedKV is the shared bucket, when it has n replicas, through b's
+// connection: opened, or made with n, by the first call for b. nil
+// otherwise, and when it could not be opened: the store is then made with
+// a bucket of its own.
+func (p *preparer) sharedKV(ctx context.Context, b *broker.Broker, n int) jetstream.KeyValue {
 	p.smu.Lock()
 	defer p.smu.Unlock()
-	if p.shared == nil {
-		kv, err := broker.SharedKV(ctx, bg.JetStream(), bg.Storage(), n)
+	h := p.shared[b]
+	if h == nil {
+		kv, err := broker.SharedKV(ctx, b.JetStream(), b.Storage(), n)
 		if err != nil {
 			return nil
 		}
-		s, err := bg.JetStream().Stream(ctx, "KV_"+broker.SharedName)
+		s, err := b.JetStream().Stream(ctx, "KV_"+broker.SharedName)
 		if err != nil {
 			return nil
 		}
-		p.shared, p.sharedStream, p.sharedN = kv, s, s.CachedInfo().Config.Replicas
+		h = &sharedHandle{kv: kv, stream: s, n: s.CachedInfo().Config.Replicas}
+		if p.shared == nil {
+			p.shared = map[*broker.Broker]*sharedHandle{}
+		}
+		p.shared[b] = h
 	}
-	if p.sharedN != n {
+	if h.n != n {
 		return nil
 	}
-	return p.shared
+	return h.kv
+}
+
+// sharedHandle is the shared bucket and its stream, opened through one
+// connection, and the bucket's replicas.
+type sharedHandle struct {
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+	n      int
+}
+
+// sharedFor is the shared bucket for a new durable pipeline started under
+// an id of its caller's (which no prepared store can have), when the
+// bucket has the session's replicas: its keys go there as a prepared
+// store's do, and its start makes no stream of its own (a directory, files
+// and their metadata on the server, and as much again to remove it). nil
+// otherwise: the session makes a bucket of its own. It is opened through
+// the session's own connection: a process that runs one pipeline does not
+// make the preparer's second connection for it (made and closed, it cost a
+// CLI run about 9 ms).
+//
+// A generated id without a prepared store (a process's first pipeline, a
+// start that is no burst) keeps a bucket of its own: measured on `switchyard
+// run`, a process that runs one pipeline and exits, the shared bucket cost
+// 2-3 ms more (the server writes the shared stream's state at its
+// shutdown, where the session's own bucket was deleted).
+func sharedFor(cfg *Config) (*preparer, jetstream.KeyValue) {
+	if !cfg.late || cfg.prepared != nil || cfg.generated || cfg.Broker.JetStream() == nil {
+		return nil, nil
+	}
+	p := preparerOf(cfg.Broker)
+	if p == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if kv := p.sharedKV(ctx, cfg.Broker, cfg.replicas()); kv != nil {
+		return p, kv
+	}
+	return nil, nil
 }
 
 // renew renews the prepared store's lease every third of its TTL until
@@ -316,7 +360,7 @@ func (p *preparer) remove(id string, l *lease) {
 	l.release()
 	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters()}
 	if l.bucket != nil && l.bucket.Shared() {
-		opts = append(opts, broker.SharedBucketOnly(p.stream()))
+		opts = append(opts, broker.SharedBucketOnly(p.bgStream()))
 	}
 	if l.purged {
 		opts = append(opts, broker.LeasePurged())
@@ -324,11 +368,27 @@ func (p *preparer) remove(id string, l *lease) {
 	_ = broker.DeleteSession(ctx, p.js(), id, opts...)
 }
 
-// stream is the shared bucket's stream, when a preparation opened it.
-func (p *preparer) stream() jetstream.Stream {
+// bgStream is the shared bucket's stream through the connection
+// removals go through (js), when it was opened.
+func (p *preparer) bgStream() jetstream.Stream {
+	p.mu.Lock()
+	bg := p.bg
+	p.mu.Unlock()
+	if bg == nil {
+		bg = p.b
+	}
+	return p.stream(bg)
+}
+
+// stream is the shared bucket's stream through b's connection, when it
+// was opened (sharedKV); nil otherwise.
+func (p *preparer) stream(b *broker.Broker) jetstream.Stream {
 	p.smu.Lock()
 	defer p.smu.Unlock()
-	return p.sharedStream
+	if h := p.shared[b]; h != nil {
+		return h.stream
+	}
+	return nil
 }
 
 // js is the JetStream context removals go through: bg's once made.

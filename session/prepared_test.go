@@ -508,3 +508,82 @@ func TestSharedSessionArchivedListedRemoved(t *testing.T) {
 	_, err = session.LoadCheckpoint(ctx, r.broker, s.ID(), 0)
 	require.ErrorIs(t, err, session.ErrNoCheckpoint)
 }
+
+// TestNewPipelineInSharedBucket: a new durable pipeline under an id of its
+// caller's (no prepared store has it) is placed in the shared bucket as a
+// prepared store is: no bucket of its
+// own is made (nor removed at its end), resume finds it there, its
+// successful end purges its keys. Under an id whose own bucket the store
+// holds already (a start an earlier version left unfinished), it goes on
+// in that bucket; under the id of a session the shared bucket holds, the
+// start is refused.
+func TestNewPipelineInSharedBucket(t *testing.T) {
+	release := make(chan struct{})
+	r := newRun(t)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			select {
+			case <-release:
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})})
+	}
+	const waits = `digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	shared := func() []string {
+		ids, err := broker.SharedSessions(ctx, js)
+		require.NoError(t, err)
+		return ids
+	}
+	ownBucket := func(id string) bool {
+		_, err := js.KeyValue(ctx, broker.KVName(id))
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+
+	// Named, the process's first: in the shared bucket while it runs.
+	s, err := session.Start(ctx, r.durable(waits, "named1"))
+	require.NoError(t, err)
+	require.False(t, session.TookPrepared(s))
+	require.Contains(t, shared(), "named1")
+	require.False(t, ownBucket("named1"), "a bucket of its own")
+	// Another start under its id is refused while it runs.
+	_, err = session.Start(ctx, r.durable(waits, "named1"))
+	require.Error(t, err)
+	// Stopped before its end and resumed: found in the shared bucket.
+	s.Stop()
+	require.Contains(t, shared(), "named1", "left unfinished, kept")
+	// An own bucket left under an id by a start that never recorded its
+	// session: the new one is made in it, as before the shared bucket.
+	_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.KVName("left1"), History: 16})
+	require.NoError(t, err)
+	left, err := session.Start(ctx, r.durable(waits, "left1"))
+	require.NoError(t, err)
+	require.NotContains(t, shared(), "left1", "not in the shared bucket")
+	meta, err := session.ReadMeta(ctx, r.broker, "left1")
+	require.NoError(t, err, "recorded in its own bucket")
+	require.Equal(t, "left1", meta.ID)
+	require.True(t, ownBucket("left1"))
+
+	cfg := r.durable(waits, "named1")
+	s, err = session.Resume(ctx, cfg)
+	require.NoError(t, err)
+	close(release)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.NotContains(t, shared(), "named1", "removed at its successful end")
+	require.False(t, ownBucket("named1"))
+	rep, err = left.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.False(t, ownBucket("left1"), "its own bucket removed at its successful end")
+
+}

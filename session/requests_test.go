@@ -79,7 +79,11 @@ func TestDurableRunRequests(t *testing.T) {
 	require.NotContains(t, got, "$JS.API.STREAM.CREATE."+broker.StreamName("req2"), "made a work stream no outside input came to")
 	require.False(t, has("$JS.API.CONSUMER.CREATE."+broker.StreamName("req2")), "made a consumer: %v", got)
 	require.NotContains(t, got, "$JS.API.STREAM.DELETE."+broker.StreamName("req2"), "removed a work stream it never made")
-	require.True(t, has("$JS.API.STREAM.DELETE.KV_"+broker.KVName("req2")), "removed its bucket: %v", got)
+	// A new pipeline goes to the shared bucket, a prepared store or not:
+	// no bucket of its own made and deleted, its keys purged.
+	require.False(t, has("$JS.API.STREAM.CREATE.KV_"+broker.KVName("req2")), "made a bucket of its own: %v", got)
+	require.False(t, has("$JS.API.STREAM.DELETE.KV_"+broker.KVName("req2")), "deleted a bucket of its own: %v", got)
+	require.True(t, has("$JS.API.STREAM.PURGE.KV_"+broker.SharedName), "purged its keys: %v", got)
 	require.False(t, has("$JS.API.STREAM.INFO.KV_"+broker.LeaseBucket), "looked the lease bucket up again: %v", got)
 	require.False(t, has("$JS.API.STREAM.INFO."+broker.StreamName("req2")), "looked its work stream up: %v", got)
 	require.False(t, has("$JS.API.STREAM.INFO.SYW_"), "looked at the pool's streams: %v", got)

@@ -207,6 +207,10 @@ type Session struct {
 	// left unfinished, and a successful session's removal is that
 	// preparer's, in the background.
 	prepared *preparer
+	// sharedIn is the preparer whose shared bucket the session was placed
+	// in without a prepared store (sharedFor): its removal purges its keys
+	// through that preparer's handle of the bucket's stream, at once.
+	sharedIn *preparer
 	// leaseLater: the lease is released by cleanup, with the store's
 	// removal in the background (a removed session on a prepared store).
 	leaseLater bool
@@ -529,8 +533,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		return fail(errors.New("session: Config needs Graph and Broker"))
 	}
 	// A store made ahead for this start (start, prepared.go): its lease,
-	// bucket, work stream and consumer.
-	var prepared *preparer
+	// bucket, work stream and consumer. sharedIn: the preparer whose
+	// shared bucket a new pipeline without one was placed in (sharedFor).
+	var prepared, sharedIn *preparer
 	if ps := cfg.prepared; ps != nil && cl == nil && cp == nil {
 		prepared, cl = ps.p, ps.lease
 	}
@@ -548,10 +553,14 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	}
 	if cfg.Durable && cl == nil {
 		var fresh []broker.Option
+		var shared *preparer // whose shared bucket a new pipeline was offered
 		if cp == nil {
 			fresh = append(fresh, broker.Fresh()) // a new session: its bucket is made in one request
 			if cfg.generated {
 				fresh = append(fresh, broker.Generated()) // not in the shared bucket: nobody had its id
+			}
+			if p, kv := sharedFor(&cfg); kv != nil {
+				fresh, shared = append(fresh, broker.InShared(kv)), p
 			}
 		}
 		var err error
@@ -565,6 +574,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if err != nil {
 			early.drop(cfg)
 			return nil, err
+		}
+		if shared != nil && cl.made && cl.bucket != nil && cl.bucket.Shared() {
+			sharedIn = shared
 		}
 	}
 	if cfg.Logger == nil {
@@ -583,7 +595,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if cl != nil {
 		s.lease = cl // released by closeEvents, on every path from here
 	}
-	s.prepared = prepared
+	s.prepared, s.sharedIn = prepared, sharedIn
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
 	if k := cfg.Broker.JournalKeep(); k > 0 {
 		s.jr.keep = uint64(k)
@@ -1150,7 +1162,9 @@ func (s *Session) cleanup() {
 	if s.jr.kv != nil && s.jr.kv.Shared() {
 		var st jetstream.Stream
 		if s.prepared != nil {
-			st = s.prepared.stream()
+			st = s.prepared.bgStream() // removed through the background's connection
+		} else if s.sharedIn != nil {
+			st = s.sharedIn.stream(s.cfg.Broker)
 		}
 		known = append(known, broker.SharedBucketOnly(st))
 	} else if s.created {
