@@ -461,18 +461,26 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 		b := &SessionBucket{KV: o.shared, Prefix: session + "."}
 		if !o.generated {
 			// An id of the caller's: a session the store holds under it
-			// is that session, in the shared bucket or in its own.
-			if _, err := b.Get(ctx, OwnerKey); err == nil {
+			// is that session, in the shared bucket or in its own. Both
+			// are asked at once (a round trip, not two).
+			var own jetstream.KeyValue
+			var ownErr, sharedErr error
+			_ = parallel(func() error {
+				own, ownErr = js.KeyValue(ctx, KVName(session))
+				return nil
+			}, func() error {
+				_, sharedErr = b.Get(ctx, OwnerKey)
+				return nil
+			})
+			switch {
+			case sharedErr == nil:
 				return b, nil
-			} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-				return nil, fmt.Errorf("broker: bucket %s: %w", SharedName, err)
-			}
-			kv, err := js.KeyValue(ctx, KVName(session))
-			if err == nil {
-				return OwnBucket(kv), nil
-			}
-			if !errors.Is(err, jetstream.ErrBucketNotFound) {
-				return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), err)
+			case !errors.Is(sharedErr, jetstream.ErrKeyNotFound):
+				return nil, fmt.Errorf("broker: bucket %s: %w", SharedName, sharedErr)
+			case ownErr == nil:
+				return OwnBucket(own), nil
+			case !errors.Is(ownErr, jetstream.ErrBucketNotFound):
+				return nil, fmt.Errorf("broker: bucket %s: %w", KVName(session), ownErr)
 			}
 		}
 		if o.made != nil {
