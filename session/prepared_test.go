@@ -511,12 +511,11 @@ func TestSharedSessionArchivedListedRemoved(t *testing.T) {
 
 // TestNewPipelineInSharedBucket: a new durable pipeline under an id of its
 // caller's (no prepared store has it) is placed in the shared bucket as a
-// prepared store is: no bucket of its
-// own is made (nor removed at its end), resume finds it there, its
-// successful end purges its keys. Under an id whose own bucket the store
-// holds already (a start an earlier version left unfinished), it goes on
-// in that bucket; under the id of a session the shared bucket holds, the
-// start is refused.
+// prepared store is: no bucket of its own is made (nor removed at its
+// end), resume finds it there, its successful end purges its keys. Under
+// an id whose own bucket the store holds already (a start an earlier
+// version left unfinished), it goes on in that bucket; under the id of a
+// session running in the shared bucket, the start is refused.
 func TestNewPipelineInSharedBucket(t *testing.T) {
 	release := make(chan struct{})
 	r := newRun(t)

@@ -79,8 +79,8 @@ func TestDurableRunRequests(t *testing.T) {
 	require.NotContains(t, got, "$JS.API.STREAM.CREATE."+broker.StreamName("req2"), "made a work stream no outside input came to")
 	require.False(t, has("$JS.API.CONSUMER.CREATE."+broker.StreamName("req2")), "made a consumer: %v", got)
 	require.NotContains(t, got, "$JS.API.STREAM.DELETE."+broker.StreamName("req2"), "removed a work stream it never made")
-	// A new pipeline goes to the shared bucket, a prepared store or not:
-	// no bucket of its own made and deleted, its keys purged.
+	// A new pipeline under an id of its caller's goes to the shared
+	// bucket: no bucket of its own made and deleted, its keys purged.
 	require.False(t, has("$JS.API.STREAM.CREATE.KV_"+broker.KVName("req2")), "made a bucket of its own: %v", got)
 	require.False(t, has("$JS.API.STREAM.DELETE.KV_"+broker.KVName("req2")), "deleted a bucket of its own: %v", got)
 	require.True(t, has("$JS.API.STREAM.PURGE.KV_"+broker.SharedName), "purged its keys: %v", got)

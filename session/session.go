@@ -575,7 +575,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			early.drop(cfg)
 			return nil, err
 		}
-		if shared != nil && cl.made && cl.bucket != nil && cl.bucket.Shared() {
+		if shared != nil && cl.bucket != nil && cl.bucket.Shared() {
 			sharedIn = shared
 		}
 	}

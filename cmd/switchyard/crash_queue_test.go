@@ -202,10 +202,6 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 		return done
 	}
 	acked := make([]bool, total)
-	// publish sends every envelope not acknowledged yet, 512 in flight,
-	// until the server goes away or refuses one (no responders: no
-	// process serves the session's intake yet); it returns how many are
-	// acknowledged.
 	// editing is the live edit of the first process, running beside the
 	// publisher (g.edit): started once, its exit reported.
 	var editing chan error
@@ -216,6 +212,10 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 		}
 		return nil
 	}
+	// publish sends every envelope not acknowledged yet, 512 in flight,
+	// until the server goes away or refuses one (no responders: no
+	// process serves the session's intake yet); it returns how many are
+	// acknowledged.
 	publish := func(b *broker.Broker) int {
 		js := b.JetStream()
 		type inflight struct {
