@@ -174,3 +174,19 @@ func SetPreparedBurst(d time.Duration) (restore func()) {
 	preparedBurst = d
 	return func() { preparedBurst = old }
 }
+
+// ClaimPreparedStore makes and leases the store of id as a prepared store
+// is made (as an id NewID made, not looked up first) and removes it; its
+// error is the claim's (ErrIDTaken when the store held a session of id).
+func ClaimPreparedStore(ctx context.Context, b *broker.Broker, id string) error {
+	p := preparerOf(b)
+	l, err := p.claimStore(ctx, b, id, 1)
+	if err != nil {
+		return err
+	}
+	p.remove(id, l)
+	return nil
+}
+
+// ErrIDTaken is errIDTaken.
+var ErrIDTaken = errIDTaken

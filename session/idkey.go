@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +19,34 @@ import (
 // read the bucket.
 const idKeyKey = "session.idkey"
 
-// idKey reads the session's id key, creating it the first time.
-func idKey(ctx context.Context, kv *broker.SessionBucket, empty bool) ([]byte, error) {
+// errIDTaken is a generated id (NewID) that met a session of the store.
+var errIDTaken = errors.New("session: a generated id met another session's: its store is not this one's")
+
+// idKey reads the session's id key, creating it the first time. mine,
+// when given, is the key of a store just made for a generated id (NewID):
+// nothing else can be under that id but a session whose id it met by
+// chance, so the key stored must be mine — created now, or by an attempt
+// before whose answer was lost — and any other key is that session's
+// (errIDTaken). empty says the bucket was just made (a key is created at
+// once).
+func idKey(ctx context.Context, kv *broker.SessionBucket, empty bool, mine []byte) ([]byte, error) {
+	if mine != nil {
+		_, err := kv.Create(ctx, idKeyKey, mine)
+		if err == nil {
+			return mine, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("id key: %w", err)
+		}
+		e, err := kv.Get(ctx, idKeyKey)
+		if err != nil {
+			return nil, fmt.Errorf("id key: %w", err)
+		}
+		if !bytes.Equal(e.Value(), mine) {
+			return nil, errIDTaken
+		}
+		return mine, nil
+	}
 	if empty {
 		// A bucket just made holds no key: one is made at once (a key
 		// written meanwhile by another process would be read below).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 )
@@ -487,9 +488,15 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	// write, which the journal's fence starts from.
 	// Retried like the mark: a bucket just made on a cluster may not answer
 	// yet (no responders while its leader is elected).
+	var mine []byte
+	if created && cfg.generated && l.made {
+		// A generated id's store, made without asking whether the store
+		// held the id: the key written is the proof that it did not.
+		mine = actors.NewIDKey()
+	}
 	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
 		var err error
-		l.idKey, err = idKey(ctx, kv, l.made)
+		l.idKey, err = idKey(ctx, kv, l.made, mine)
 		return err
 	})
 	if err != nil {

@@ -197,21 +197,9 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 	go func() { // owned by p: close waits for it
 		defer p.wg.Done()
 		defer close(ps.ready)
-		cfg := Config{ID: ps.id, Broker: bg, Durable: true, Clock: clock.Real(), Replicas: n,
-			Logger: slog.New(slog.DiscardHandler), generated: true}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		opts := []broker.Option{broker.Fresh()}
-		if kv := p.sharedKV(ctx, bg, n); kv != nil {
-			opts = append(opts, broker.InShared(kv))
-		}
-		l, err := claimThen(ctx, &cfg, true, nil, opts...)
-		if err == nil && !l.made {
-			// NewID met another session's id: its store is not ours to remove.
-			l.release()
-			ps.err = errors.New("session: a prepared store's id was taken")
-			return
-		}
+		l, err := p.claimStore(ctx, bg, ps.id, n)
 		if err != nil {
 			ps.err = err
 			if l != nil {
@@ -225,6 +213,28 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 		go ps.renew() // owned by p (close waits for it); take or discard ends it
 	}()
 	return ps
+}
+
+// claimStore makes and leases on b the store of id, an id NewID made,
+// with n replicas: in the shared bucket when it has n replicas. Its
+// error is errIDTaken when the store held a session under that id.
+func (p *preparer) claimStore(ctx context.Context, b *broker.Broker, id string, n int) (*lease, error) {
+	cfg := Config{ID: id, Broker: b, Durable: true, Clock: clock.Real(), Replicas: n,
+		Logger: slog.New(slog.DiscardHandler), generated: true}
+	// Generated: no lookup of the id in the store first (two requests a
+	// store); a session the store holds under it is met by the id key
+	// (idKey) or, in a bucket of its own, by its bucket's creation.
+	opts := []broker.Option{broker.Fresh(), broker.Generated()}
+	if kv := p.sharedKV(ctx, b, n); kv != nil {
+		opts = append(opts, broker.InShared(kv))
+	}
+	l, err := claimThen(ctx, &cfg, true, nil, opts...)
+	if err == nil && !l.made {
+		// Its own bucket, which another session made: not ours to remove.
+		l.release()
+		return nil, errIDTaken
+	}
+	return l, err
 }
 
 // sharedKV is the shared bucket, when it has n replicas, through b's

@@ -586,3 +586,53 @@ func TestNewPipelineInSharedBucket(t *testing.T) {
 	require.False(t, ownBucket("left1"), "its own bucket removed at its successful end")
 
 }
+
+// A prepared store's id is not looked up in the store before its store is
+// made (NewID's ids do not repeat in practice): an id that met a recorded
+// session is refused by the session's id key, and the session is left as
+// it was.
+func TestPreparedStoreIDThatMetASession(t *testing.T) {
+	release := make(chan struct{})
+	r := newRun(t)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			select {
+			case <-release:
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})})
+	}
+	const waits = `digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// A named pipeline, stopped before its end: recorded in the shared
+	// bucket, with no owner.
+	s, err := session.Start(ctx, r.durable(waits, "met1"))
+	require.NoError(t, err)
+	s.Stop()
+	ids, err := broker.SharedSessions(ctx, r.broker.JetStream())
+	require.NoError(t, err)
+	require.Contains(t, ids, "met1")
+
+	err = session.ClaimPreparedStore(ctx, r.broker, "met1")
+	require.ErrorIs(t, err, session.ErrIDTaken)
+	// A fresh id is made and removed.
+	require.NoError(t, session.ClaimPreparedStore(ctx, r.broker, "fresh1"))
+	ids, err = broker.SharedSessions(ctx, r.broker.JetStream())
+	require.NoError(t, err)
+	require.NotContains(t, ids, "fresh1")
+
+	// The session is as it was: it resumes and ends.
+	meta, err := session.ReadMeta(ctx, r.broker, "met1")
+	require.NoError(t, err)
+	require.Equal(t, "met1", meta.ID)
+	s, err = session.Resume(ctx, r.durable(waits, "met1"))
+	require.NoError(t, err)
+	close(release)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+}
