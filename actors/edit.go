@@ -31,6 +31,7 @@ type reconfigure struct {
 	node *graph.Node
 	typ  string
 	h    nodes.Handler
+	pure bool
 	held []scheduler.Input // what the node's old gate held, to offer again
 }
 
@@ -59,16 +60,17 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		return nil, err
 	}
 	type resolved struct {
-		typ string
-		h   nodes.Handler
+		typ  string
+		h    nodes.Handler
+		pure bool
 	}
 	handlers := map[string]resolved{}
 	for _, n := range g.Nodes {
-		typ, h, err := s.resolve(g, n)
+		typ, h, pure, err := s.resolve(g, n)
 		if err != nil {
 			return nil, err
 		}
-		handlers[n.ID] = resolved{typ, h}
+		handlers[n.ID] = resolved{typ, h, pure}
 	}
 	// Every check that needs nothing changed comes first: an edge whose
 	// delivery cannot be buffered fails the edit before anything moved.
@@ -176,7 +178,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 			continue
 		}
 		r := handlers[n.ID]
-		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, held: held[n.ID]})
+		s.wake(n.ID, &reconfigure{g: g, node: n, typ: r.typ, h: r.h, pure: r.pure, held: held[n.ID]})
 	}
 	s.editMu.Lock()
 	s.topo.Store(topo)
@@ -213,7 +215,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 
 // reconfigured applies a reconfigure message on the actor's goroutine.
 func (a *nodeActor) reconfigured(m *reconfigure) {
-	a.node, a.typ, a.h, a.inline = m.node, m.typ, m.h, inlined(m.h, m.node)
+	a.node, a.typ, a.h, a.inline, a.pure = m.node, m.typ, m.h, inlined(m.h, m.node), m.pure
 	if err := a.setEdges(m.g); err != nil {
 		a.s.log.Error("actors: live edit", "node", a.node.ID, "err", err)
 	}

@@ -122,6 +122,9 @@ type nodeActor struct {
 	// tailed: the mailbox handed a firing to the runner (pinned.handOff)
 	// that may still wait for the mailbox to run dry.
 	tailed bool
+	// pure: the handler has no effect outside the session for this node
+	// (nodes.Pure; Commit.Pure).
+	pure bool
 
 	bufs  []edgeBuffer              // the inbox (""), then each incoming edge, in a fixed order
 	queue [][]*pb.Envelope          // batches ready to fire, in arrival order

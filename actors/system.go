@@ -476,17 +476,18 @@ func (s *System) CatchUp() { s.sched.CatchUp() }
 func (s *System) Scheduler() *scheduler.Scheduler { return s.sched }
 
 // resolve finds a node's handler: its type, else (an unregistered explicit
-// type) the shape table's (spec 4.2).
-func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, error) {
+// type) the shape table's (spec 4.2); and whether the handler is pure for
+// the node (nodes.Pure: the middleware does not change that).
+func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, bool, error) {
 	typ := g.HandlerType(n)
 	if p := pool.Of(n); p != "" {
 		// The handler runs on a worker; everything else of the firing
 		// (scheduler, retries, budgets, journal, routing) stays here.
 		h, err := s.cfg.Work.Handler(p)
 		if err != nil {
-			return "", nil, fmt.Errorf("actors: node %s: %w", n.ID, err)
+			return "", nil, false, fmt.Errorf("actors: node %s: %w", n.ID, err)
 		}
-		return typ, nodes.Chain(h, s.cfg.Middleware...), nil
+		return typ, nodes.Chain(h, s.cfg.Middleware...), false, nil
 	}
 	h, ok := s.cfg.Registry.Lookup(typ)
 	if !ok {
@@ -495,10 +496,11 @@ func (s *System) resolve(g *graph.Graph, n *graph.Node) (string, nodes.Handler, 
 		delete(n2.Attrs, "type")
 		typ = g.HandlerType(&n2)
 		if h, ok = s.cfg.Registry.Lookup(typ); !ok {
-			return "", nil, fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
+			return "", nil, false, fmt.Errorf("actors: node %s: no handler registered for type %q", n.ID, typ)
 		}
 	}
-	return typ, nodes.Chain(h, s.cfg.Middleware...), nil
+	pure, _ := h.(nodes.Pure)
+	return typ, nodes.Chain(h, s.cfg.Middleware...), pure != nil && pure.Pure(n), nil
 }
 
 // nodeMailbox makes the node actors' mailboxes: protoactor's lock-free
@@ -513,7 +515,7 @@ func (s *System) spawn(g *graph.Graph, n *graph.Node) error {
 // spawnWith is spawn of the i-th of g's nodes with the subjects of the
 // session's nodes in g made (nil: made here).
 func (s *System) spawnWith(g *graph.Graph, n *graph.Node, i int, sj *sessionSubjects) error {
-	typ, h, err := s.resolve(g, n)
+	typ, h, pure, err := s.resolve(g, n)
 	if err != nil {
 		return err
 	}
@@ -521,6 +523,7 @@ func (s *System) spawnWith(g *graph.Graph, n *graph.Node, i int, sj *sessionSubj
 	if err != nil {
 		return fmt.Errorf("actors: node %s: %w", n.ID, err)
 	}
+	a.pure = pure
 	a.firing = s.cfg.Firings[n.ID]
 	a.mailbox.pool, a.runner.pool = &s.warm, &s.warm
 	a.mailbox.setInline(true) // the Started message, here

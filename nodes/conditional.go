@@ -106,3 +106,7 @@ func isWordByte(c byte) bool {
 func (h *Conditional) Inline(n *graph.Node) bool {
 	return strings.TrimSpace(n.Attrs.String("prompt")) == ""
 }
+
+// Pure reports whether the diamond only routes (it has no prompt): then
+// its outcome follows from the context alone.
+func (h *Conditional) Pure(n *graph.Node) bool { return h.Inline(n) }

@@ -195,6 +195,18 @@ type Inliner interface {
 	Inline(n *graph.Node) bool
 }
 
+// Pure is implemented by handlers whose firing of some nodes has no effect
+// outside the session: its outcome follows from its input, the context and
+// the graph alone, and running it again repeats nothing. A durable session
+// does not wait for the record of such a firing before its outputs go out
+// (when none of its inputs came from the session's work stream): the
+// record is written with the next one that is waited for, and a crash
+// before that runs the firing again — which its middleware sees, as it
+// sees any firing a crash interrupted.
+type Pure interface {
+	Pure(n *graph.Node) bool
+}
+
 // InlineFunc adapts a function that never blocks to Handler (and Inliner).
 type InlineFunc func(ctx context.Context, in *Input) (*Outcome, error)
 

@@ -41,3 +41,6 @@ func (Parallel) Handle(_ context.Context, in *Input) (*Outcome, error) {
 
 // Inline reports true: Parallel never blocks.
 func (Parallel) Inline(*graph.Node) bool { return true }
+
+// Pure reports true: Parallel only names its branches.
+func (Parallel) Pure(*graph.Node) bool { return true }

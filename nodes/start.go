@@ -18,3 +18,6 @@ func (Start) Handle(context.Context, *Input) (*Outcome, error) {
 
 // Inline reports true: Start never blocks.
 func (Start) Inline(*graph.Node) bool { return true }
+
+// Pure reports true: Start does nothing.
+func (Start) Pure(*graph.Node) bool { return true }

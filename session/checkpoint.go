@@ -132,6 +132,9 @@ type journal struct {
 	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
 	spare       []pendingRecord     // a batch the writer wrote, emptied, for the next batch to fill (recycle)
 	due         bool                // batch holds a record to write now (the writer takes it)
+	linger      *time.Timer         // writes what a pure firing's record waits with (lingered)
+	lingering   bool                // linger is armed
+	lingerOff   bool                // flushed: linger writes nothing more
 	writing     bool                // the writer goroutine runs
 	wwg         sync.WaitGroup      // the writer goroutine
 	wmu         sync.Mutex          // writes of the bucket, and the fence (lock order: wmu, then mu)
@@ -439,6 +442,12 @@ var afterWriterTake func()
 // stopping gracefully loses nothing.
 func (j *journal) flush() error {
 	if j.kv != nil {
+		j.mu.Lock()
+		j.lingerOff = true // what it would write is written here
+		if j.linger != nil {
+			j.linger.Stop()
+		}
+		j.mu.Unlock()
 		j.wmu.Lock()
 		err := j.writeHeld(context.Background())
 		j.acks.close()

@@ -190,3 +190,10 @@ func ClaimPreparedStore(ctx context.Context, b *broker.Broker, id string) error 
 
 // ErrIDTaken is errIDTaken.
 var ErrIDTaken = errIDTaken
+
+// SetPureLinger changes how long a pure firing's record waits for the
+// next one; the returned function restores it.
+func SetPureLinger(d time.Duration) (restore func()) {
+	old := pureLinger.Swap(int64(d))
+	return func() { pureLinger.Store(old) }
+}

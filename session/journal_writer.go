@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard/switchyard/actors"
@@ -77,21 +78,63 @@ func (j *journal) CommitAsync(ctx context.Context, c *actors.Commit, done func(e
 	}
 	final := j.status != "running"
 	hold := !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final)
+	// A pure firing (actors.Commit.Pure) is not waited for: its record is
+	// held for the next record that is, to be written with it in one entry
+	// — or, when none comes within pureLinger, written alone.
+	pure := !hold && c.Pure && c.Status != "fail" && !final && !j.policy.sparse()
 	wait := done
-	if hold {
+	if hold || pure {
 		wait = nil
 		// Its committer is told now and may reuse its lists (AsyncJournal):
 		// the record held keeps copies of them.
 		c = heldCommit(c)
 	}
-	j.appendRecordLocked(ctx, c, nil, hold, wait)
-	if hold {
+	j.appendRecordLocked(ctx, c, nil, hold || pure, wait)
+	if hold || pure {
+		if pure {
+			j.lingerLocked()
+		}
 		j.mu.Unlock()
 		done(nil)
 		return
 	}
 	j.startWriterLocked()
 	j.mu.Unlock()
+}
+
+// pureLinger is how long (in ns) the record of a pure firing waits for a
+// record that is waited for (the firing it caused, usually), to go in the
+// same entry: 1 ms of wall time, not of the session's clock — it bounds
+// how late the store shows the firing, and nobody waits for that record.
+var pureLinger atomic.Int64
+
+func init() { pureLinger.Store(int64(time.Millisecond)) }
+
+// lingerLocked arms the timer that writes the records held for a pure
+// firing when no other record came to take them (j.mu held).
+func (j *journal) lingerLocked() {
+	if j.lingering || j.lingerOff {
+		return
+	}
+	j.lingering = true
+	if j.linger == nil {
+		j.linger = time.AfterFunc(time.Duration(pureLinger.Load()), j.lingered)
+		return
+	}
+	j.linger.Reset(time.Duration(pureLinger.Load()))
+}
+
+// lingered writes the records held for a pure firing, unless a record
+// that was waited for took them meanwhile (the timer's goroutine).
+func (j *journal) lingered() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lingering = false
+	if j.lingerOff || j.broken != nil || len(j.batch) == 0 || j.due {
+		return
+	}
+	j.due = true
+	j.startWriterLocked()
 }
 
 // heldCommit is c with its own copies of the lists a record refers to

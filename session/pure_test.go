@@ -1,0 +1,164 @@
+package session_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/nodes"
+	"github.com/switchyard/switchyard/session"
+)
+
+// TestPureFiringRecordedWithNext: the record of a pure firing (the start
+// node's) is not waited for — its output reaches the next node before it
+// is stored — and is written with the next firing's record, in one entry;
+// the history holds every record. (The record waits for the next one for
+// an hour here: a millisecond by default, TestPureFiringRecordedAlone.)
+func TestPureFiringRecordedWithNext(t *testing.T) {
+	defer session.SetPureLinger(time.Hour)()
+	entered, release := make(chan struct{}), make(chan struct{})
+	r := newRun(t)
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			close(entered)
+			select {
+			case <-release:
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	entries, err := nc.SubscribeSync("$KV." + broker.SharedName + ".pure1.journal.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	written := func() int {
+		t.Helper()
+		// Every entry published before the flush has reached the watcher.
+		require.NoError(t, nc.Flush())
+		n, _, err := entries.Pending()
+		require.NoError(t, err)
+		return n
+	}
+
+	cfg := r.durable(`digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`, "pure1")
+	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
+	s, err := session.Start(ctx, cfg)
+	require.NoError(t, err)
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("a never ran")
+	}
+	require.Equal(t, 1, written(), "entries written before a ran: the input's only, not start's")
+	close(release)
+	rep, err := s.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, 3, written(), "the input's, start's and a's together, exit's")
+
+	hist, err := session.History(ctx, r.broker, "pure1")
+	require.NoError(t, err)
+	var got []string
+	for _, h := range hist {
+		got = append(got, h.Node)
+	}
+	require.Equal(t, []string{"", "start", "a", "exit"}, got)
+}
+
+// TestPureFiringRecordedWithNextInSession: in a reactive session, a
+// prompt-less diamond fed by a node of the session is not waited for
+// either: its record goes with the next one that is (the human gate's,
+// once answered). A pure firing of an outside event (from the work
+// stream) is waited for: its input is acknowledged only once a stored
+// record consumed it.
+func TestPureFiringRecordedWithNextInSession(t *testing.T) {
+	defer session.SetPureLinger(time.Hour)()
+	sv := serveSession(t, `digraph team {
+		first [shape=diamond]
+		route [shape=diamond]
+		ask   [shape=hexagon, label="Deploy?"]
+		done  [prompt="deploy"]
+		first -> route -> ask
+		ask -> done [label="[Y] Yes"]
+	}`, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure2", true, "" })
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	entries, err := nc.SubscribeSync("$KV." + broker.KVName("pure2") + ".journal.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	written := func() int {
+		t.Helper()
+		require.NoError(t, nc.Flush())
+		n, _, err := entries.Pending()
+		require.NoError(t, err)
+		return n
+	}
+	nodesOf := func() []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hist, err := session.History(ctx, sv.broker, "pure2")
+		require.NoError(t, err)
+		var got []string
+		for _, h := range hist {
+			if h.Node != "" {
+				got = append(got, h.Node)
+			}
+		}
+		return got
+	}
+
+	sv.pub("first", "build 42 is green")
+	sv.wait("human.question", "ask")
+	require.Equal(t, 1, written(), "entries written before the gate asked: first's, not route's")
+	require.Equal(t, []string{"first"}, nodesOf())
+	require.True(t, sv.answer("ask", "Y").OK)
+	sv.wait("node.completed", "done") // emitted once its record is stored
+	require.Equal(t, []string{"first", "route", "ask", "done"}, nodesOf())
+}
+
+// TestPureFiringRecordedAlone: a pure firing's record that no record
+// waited for follows (the gate asks, and nobody answers) is written alone
+// soon all the same: the store does not lag behind the session.
+func TestPureFiringRecordedAlone(t *testing.T) {
+	sv := serveSession(t, `digraph team {
+		first [shape=diamond]
+		route [shape=diamond]
+		ask   [shape=hexagon, label="Deploy?"]
+		done  [prompt="deploy"]
+		first -> route -> ask
+		ask -> done [label="[Y] Yes"]
+	}`, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure3", true, "" })
+	nc, err := sv.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	entries, err := nc.SubscribeSync("$KV." + broker.KVName("pure3") + ".journal.>")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+
+	sv.pub("first", "build 42 is green")
+	sv.wait("human.question", "ask")
+	for range 2 { // first's, then route's
+		_, err := entries.NextMsg(10 * time.Second)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hist, err := session.History(ctx, sv.broker, "pure3")
+	require.NoError(t, err)
+	var got []string
+	for _, h := range hist {
+		got = append(got, h.Node)
+	}
+	require.Equal(t, []string{"first", "route"}, got, "route's record stored while the gate waits")
+}
