@@ -197,3 +197,15 @@ func SetPureLinger(d time.Duration) (restore func()) {
 	old := pureLinger.Swap(int64(d))
 	return func() { pureLinger.Store(old) }
 }
+
+// KeptInboxes is the subject prefix and the next publish's number of each
+// acknowledgement inbox b keeps for its next journals.
+func KeptInboxes(b *broker.Broker) (prefixes []string, next []uint64) {
+	p := ackPoolOf(b)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, in := range p.free {
+		prefixes, next = append(prefixes, in.prefix), append(next, in.next)
+	}
+	return prefixes, next
+}

@@ -501,6 +501,7 @@ const ackWindow = 64
 // sendWindow publishes up to ackWindow entries, fenced, without waiting
 // for their acknowledgements (awaitWindow reads them); j.wmu held.
 func (j *journal) sendWindow(batch []entry) *sentWindow {
+	_ = j.acks.take(j.js.Conn()) // failing, so does the first publish: the patient way
 	j.acks.drain()
 	sent := 0
 	first := j.acks.next
@@ -608,37 +609,42 @@ func fenceOpt(b *broker.SessionBucket, fence uint64) jetstream.PublishOpt {
 }
 
 // recordAcks receives the acknowledgements of the records the writer
-// publishes, on one inbox subscription of the journal's own (a channel
-// filled by the connection's reader: no goroutine, no JSON decoder — a
-// successful acknowledgement is read for its sequence; anything else sends
-// the record the patient way, putRecord, which reads the error). Each
-// publish's reply subject ends with its number, so an acknowledgement
-// that comes after its batch gave up on it is told apart. Guarded by the
-// journal's wmu.
+// publishes, on an inbox subscription of the journal's own while it writes
+// (a channel filled by the connection's reader: no goroutine, no JSON
+// decoder — a successful acknowledgement is read for its sequence; anything
+// else sends the record the patient way, putRecord, which reads the error),
+// taken from its broker's pool and given back once the journal is flushed
+// (ackinbox.go). Each publish's reply subject ends with its number, so an
+// acknowledgement that comes after its batch gave up on it is told apart.
+// Guarded by the journal's wmu.
 type recordAcks struct {
-	sub    *nats.Subscription
-	ch     chan *nats.Msg
-	nc     *nats.Conn
-	status chan nats.Status // the connection went down: what was on its way may get no answer
-	prefix string
-	next   uint64 // the number of the next publish
+	pool *ackPool // where the inbox comes from and goes back to (nil: none)
+	in   *ackInbox
+	next uint64 // the number of the next publish
+}
+
+// take takes an inbox on nc unless the journal has one: the numbers of
+// the next publishes are its.
+func (a *recordAcks) take(nc *nats.Conn) error {
+	if a.in != nil {
+		return nil
+	}
+	in, err := a.pool.get(nc)
+	if err != nil {
+		return err
+	}
+	a.in, a.next = in, in.next
+	return nil
 }
 
 // publish sends m with a reply subject of its own.
 func (a *recordAcks) publish(nc *nats.Conn, m *nats.Msg) error {
-	if a.sub == nil {
-		a.prefix = nc.NewInbox() + "."
-		a.ch = make(chan *nats.Msg, 4*ackWindow) // a window, and what came late for the one before
-		sub, err := nc.ChanSubscribe(a.prefix+"*", a.ch)
-		if err != nil {
-			return err
-		}
-		_ = sub.SetPendingLimits(-1, -1)
-		a.sub, a.nc = sub, nc
-		a.status = nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING)
+	if err := a.take(nc); err != nil {
+		return err
 	}
-	m.Reply = a.prefix + strconv.FormatUint(a.next, 10)
+	m.Reply = a.in.prefix + strconv.FormatUint(a.next, 10)
 	a.next++
+	a.in.next = a.next
 	return nc.PublishMsg(m)
 }
 
@@ -647,10 +653,10 @@ func (a *recordAcks) publish(nc *nats.Conn, m *nats.Msg) error {
 // timeout or the connection went down meanwhile; an error only when ctx
 // ended.
 func (a *recordAcks) wait(ctx context.Context, timeout <-chan time.Time, n uint64) (uint64, bool, error) {
-	want := a.prefix + strconv.FormatUint(n, 10)
+	want := a.in.prefix + strconv.FormatUint(n, 10)
 	for {
 		select {
-		case m := <-a.ch:
+		case m := <-a.in.ch:
 			if m.Subject != want {
 				continue // an earlier batch's, given up on
 			}
@@ -658,7 +664,7 @@ func (a *recordAcks) wait(ctx context.Context, timeout <-chan time.Time, n uint6
 			return seq, ok, nil
 		case <-timeout:
 			return 0, false, nil
-		case <-a.status:
+		case <-a.in.status:
 			return 0, false, nil
 		case <-ctx.Done():
 			return 0, false, ctx.Err()
@@ -669,23 +675,17 @@ func (a *recordAcks) wait(ctx context.Context, timeout <-chan time.Time, n uint6
 // drain drops the acknowledgements that came after their batch gave up
 // on them.
 func (a *recordAcks) drain() {
-	for {
-		select {
-		case <-a.ch:
-		case <-a.status:
-		default:
-			return
-		}
+	if a.in != nil {
+		a.in.drain()
 	}
 }
 
-// close ends the subscription (the journal is flushed; a later write makes
-// another).
+// close gives the inbox back (the journal is flushed; a later write takes
+// one again).
 func (a *recordAcks) close() {
-	if a.sub != nil {
-		_ = a.sub.Unsubscribe()
-		a.nc.RemoveStatusListener(a.status)
-		a.sub, a.status = nil, nil
+	if a.in != nil {
+		a.pool.put(a.in)
+		a.in = nil
 	}
 }
 

@@ -726,6 +726,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		acfg.ConsumerMemory = cfg.Broker.Embedded()
 		crash.Point("create-stream")
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
+		s.jr.acks.pool = ackPoolOf(cfg.Broker) // the inbox of a journal before, kept (ackinbox.go)
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		acfg.Storing = s.jr.storing // artifact retention (artifact_retention.go)
