@@ -32,11 +32,12 @@ type Commit struct {
 	// floor: those are the ones JetStream may deliver again after a crash.
 	Seqs  []uint64
 	Floor uint64
-	// Pure: the firing has no effect outside the session (nodes.Pure) and
-	// none of its inputs came from the work stream. Its record need not be
-	// stored before its outputs go out: a journal may write it with the
-	// next record that is waited for (a crash before then runs the firing
-	// again, which repeats nothing; and no input of it was acknowledged).
+	// Pure: the firing has no effect outside the session (nodes.Pure), it
+	// has outputs, and none of its inputs came from the work stream. Its
+	// record need not be stored before its outputs go out: a journal may
+	// write it with the next record that is waited for, its receiver's
+	// (a crash before then runs it again with its receiver, which repeats
+	// nothing of its own; and no input of it was acknowledged).
 	Pure bool
 }
 

@@ -150,7 +150,10 @@ func (a *nodeActor) finish(m *runDone) bool {
 	commit := &job.commit
 	*commit = Commit{Node: a.node.ID, Firing: job.firing, Status: string(o.Status), Reason: o.FailureReason,
 		Consumed: consumed, Context: ctxKV, Base: base, Terminal: term, Seqs: a.seqsInto(job.seqs1[:0], consumed), Floor: a.floor()}
-	commit.Pure = a.pure && !slices.ContainsFunc(commit.Seqs, func(seq uint64) bool { return seq != 0 })
+	// Pure when the node is, its outputs go on to other firings (whose
+	// records take its own: one with none is waited for, as a scheduled
+	// diamond's tick), and none of its inputs came from the work stream.
+	commit.Pure = a.pure && len(hops) > 0 && !slices.ContainsFunc(commit.Seqs, func(seq uint64) bool { return seq != 0 })
 	if u := o.Usage; u.InputTokens != 0 || u.OutputTokens != 0 || u.Cost != 0 {
 		commit.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}

@@ -79,7 +79,7 @@ func TestPureFiringRecordedWithNext(t *testing.T) {
 // either: its record goes with the next one that is (the human gate's,
 // once answered). A pure firing of an outside event (from the work
 // stream) is waited for: its input is acknowledged only once a stored
-// record consumed it.
+// record consumed it; and so is one with no outputs.
 func TestPureFiringRecordedWithNextInSession(t *testing.T) {
 	defer session.SetPureLinger(time.Hour)()
 	sv := serveSession(t, `digraph team {
@@ -87,8 +87,10 @@ func TestPureFiringRecordedWithNextInSession(t *testing.T) {
 		route [shape=diamond]
 		ask   [shape=hexagon, label="Deploy?"]
 		done  [prompt="deploy"]
+		end   [shape=diamond]
 		first -> route -> ask
 		ask -> done [label="[Y] Yes"]
+		done -> end
 	}`, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure2", true, "" })
 	nc, err := sv.broker.NewConn()
 	require.NoError(t, err)
@@ -123,8 +125,10 @@ func TestPureFiringRecordedWithNextInSession(t *testing.T) {
 	require.Equal(t, 1, written(), "entries written before the gate asked: first's, not route's")
 	require.Equal(t, []string{"first"}, nodesOf())
 	require.True(t, sv.answer("ask", "Y").OK)
-	sv.wait("node.completed", "done") // emitted once its record is stored
-	require.Equal(t, []string{"first", "route", "ask", "done"}, nodesOf())
+	// end is pure but has no outputs: nothing would take its record, so
+	// it is waited for (node.completed comes once its record is stored).
+	sv.wait("node.completed", "end")
+	require.Equal(t, []string{"first", "route", "ask", "done", "end"}, nodesOf())
 }
 
 // TestPureFiringRecordedAlone: a pure firing's record that no record

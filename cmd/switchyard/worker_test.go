@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,9 +133,19 @@ func TestWorkerKilledMidJobRedelivered(t *testing.T) {
 	b := brokertest.Start(t, brokertest.Listen("outside", "admin"))
 	dir := t.TempDir()
 	// The first run of the job blocks (until the test ends) after saying
-	// it started; a run that sees it started finishes at once.
-	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "release"), nil, 0o644) })
-	tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; if [ -f first ]; then echo done; else touch first; while [ ! -f release ]; do sleep 0.05; done; echo first; fi`
+	// it started, with its pid; a run that sees it started finishes at
+	// once. The first run's worker is killed under it: the test ends it
+	// (a release file alone raced the removal of its directory, and the
+	// shell outlived the test, polling for it).
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(dir, "release"), nil, 0o644)
+		if data, err := os.ReadFile(filepath.Join(dir, "first")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && pid > 1 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	tool := `echo "$SWITCHYARD_ATTEMPT_ID" >> starts.txt; if [ -f first ]; then echo done; else echo $$ > first; while [ ! -f release ]; do sleep 0.05; done; echo first; fi`
 	src := `digraph W { start [shape=Mdiamond]; work [shape=parallelogram, pool=cpu, tool_command=` + quote(tool) + `]; exit [shape=Msquare]; start -> work -> exit }`
 	a := startWorker(t, b, "admin", "--pool", "cpu", "--ack-wait", "1s", "--workdir", dir)
 	s, evs := startPoolSession(t, b, src)
