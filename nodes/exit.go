@@ -19,6 +19,3 @@ func (Exit) Handle(context.Context, *Input) (*Outcome, error) {
 
 // Inline reports true: Exit never blocks.
 func (Exit) Inline(*graph.Node) bool { return true }
-
-// Pure reports true: Exit does nothing (the runtime checks the goal gates).
-func (Exit) Pure(*graph.Node) bool { return true }

@@ -81,18 +81,7 @@ var ackPools sync.Map // *broker.Broker → *ackPool
 // ackPoolOf is b's pool, made on first use and emptied when b closes; nil
 // when b is closing.
 func ackPoolOf(b *broker.Broker) *ackPool {
-	if p, ok := ackPools.Load(b); ok {
-		return p.(*ackPool)
-	}
-	p := &ackPool{nc: b.Conn()}
-	if actual, loaded := ackPools.LoadOrStore(b, p); loaded {
-		return actual.(*ackPool)
-	}
-	if !b.OnClose(func() { p.close(); ackPools.Delete(b) }) {
-		ackPools.Delete(b)
-		return nil
-	}
-	return p
+	return ofBroker(&ackPools, b, func() *ackPool { return &ackPool{nc: b.Conn()} }, (*ackPool).close)
 }
 
 // get is an inbox on nc: one kept, or a new one.

@@ -1,10 +1,8 @@
 package session_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,15 +22,7 @@ func TestAckInboxKeptForTheNextJournal(t *testing.T) {
 		cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
 		rep := r.runConfig(cfg)
 		require.Equal(t, "success", rep.Status, rep.Reason)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hist, err := session.History(ctx, r.broker, id)
-		require.NoError(t, err)
-		var nodes []string
-		for _, h := range hist {
-			nodes = append(nodes, h.Node)
-		}
-		require.Equal(t, []string{"", "start", "a", "b", "exit"}, nodes, "the history of %s", id)
+		require.Equal(t, []string{"", "start", "a", "b", "exit"}, historyNodes(t, r.broker, id), "the history of %s", id)
 	}
 	run("k1")
 	prefixes, next := session.KeptInboxes(r.broker)

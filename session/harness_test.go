@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
@@ -188,3 +189,71 @@ func (r *run) file(parts ...string) string {
 }
 
 func join(s ...string) string { return strings.Join(s, " ") }
+
+// waitFor registers the handler type custom.wait: it closes entered (when
+// not nil) and waits for release (or its context).
+func (r *run) waitFor(entered chan<- struct{}, release <-chan struct{}) {
+	r.reg = func(reg *nodes.Registry) {
+		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+			if entered != nil {
+				close(entered)
+			}
+			select {
+			case <-release:
+				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		})})
+	}
+}
+
+// journalWatch sees the journal entries a durable session writes (their
+// subject: subj), from a connection of its own.
+type journalWatch struct {
+	t   *testing.T
+	nc  *nats.Conn
+	sub *nats.Subscription
+}
+
+func watchJournal(t *testing.T, b *broker.Broker, subj string) *journalWatch {
+	t.Helper()
+	nc, err := b.NewConn()
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	sub, err := nc.SubscribeSync(subj)
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	return &journalWatch{t: t, nc: nc, sub: sub}
+}
+
+// written is how many entries were written so far: every entry published
+// before the flush has reached the watcher.
+func (w *journalWatch) written() int {
+	w.t.Helper()
+	require.NoError(w.t, w.nc.Flush())
+	n, _, err := w.sub.Pending()
+	require.NoError(w.t, err)
+	return n
+}
+
+// next waits for the next entry.
+func (w *journalWatch) next() {
+	w.t.Helper()
+	_, err := w.sub.NextMsg(10 * time.Second)
+	require.NoError(w.t, err)
+}
+
+// historyNodes is the node of each record of a durable session's history.
+func historyNodes(t *testing.T, b *broker.Broker, id string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hist, err := session.History(ctx, b, id)
+	require.NoError(t, err)
+	var nodes []string
+	for _, h := range hist {
+		nodes = append(nodes, h.Node)
+	}
+	return nodes
+}

@@ -113,18 +113,25 @@ var preparers sync.Map
 // preparerOf is b's preparer, made and registered with b's Close on first
 // use; nil once b is closing.
 func preparerOf(b *broker.Broker) *preparer {
-	if p, ok := preparers.Load(b); ok {
-		return p.(*preparer)
+	return ofBroker(&preparers, b, func() *preparer { return &preparer{b: b} }, (*preparer).close)
+}
+
+// ofBroker is b's value in m (*broker.Broker → *T): made on first use and
+// registered with b's Close, which runs closeFn and drops it; nil once b is
+// closing.
+func ofBroker[T any](m *sync.Map, b *broker.Broker, newT func() *T, closeFn func(*T)) *T {
+	if v, ok := m.Load(b); ok {
+		return v.(*T)
 	}
-	p := &preparer{b: b}
-	if actual, loaded := preparers.LoadOrStore(b, p); loaded {
-		return actual.(*preparer)
+	v := newT()
+	if actual, loaded := m.LoadOrStore(b, v); loaded {
+		return actual.(*T)
 	}
-	if !b.OnClose(func() { p.close(); preparers.Delete(b) }) {
-		preparers.Delete(b)
+	if !b.OnClose(func() { closeFn(v); m.Delete(b) }) {
+		m.Delete(b)
 		return nil
 	}
-	return p
+	return v
 }
 
 // preparable says whether a start of cfg may take a prepared store: a new

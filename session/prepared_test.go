@@ -19,6 +19,9 @@ import (
 	"github.com/switchyard/switchyard/session"
 )
 
+// waits is a pipeline whose node a runs custom.wait (run.waitFor).
+const waits = `digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`
+
 const preparedPipeline = `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
 
 // storeNames lists the sessions whose entries the store holds — in a
@@ -519,17 +522,7 @@ func TestSharedSessionArchivedListedRemoved(t *testing.T) {
 func TestNewPipelineInSharedBucket(t *testing.T) {
 	release := make(chan struct{})
 	r := newRun(t)
-	r.reg = func(reg *nodes.Registry) {
-		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			select {
-			case <-release:
-				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})})
-	}
-	const waits = `digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`
+	r.waitFor(nil, release)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := r.broker.JetStream()
@@ -594,17 +587,7 @@ func TestNewPipelineInSharedBucket(t *testing.T) {
 func TestPreparedStoreIDThatMetASession(t *testing.T) {
 	release := make(chan struct{})
 	r := newRun(t)
-	r.reg = func(reg *nodes.Registry) {
-		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			select {
-			case <-release:
-				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})})
-	}
-	const waits = `digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`
+	r.waitFor(nil, release)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

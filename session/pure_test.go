@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
-	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -21,33 +20,10 @@ func TestPureFiringRecordedWithNext(t *testing.T) {
 	defer session.SetPureLinger(time.Hour)()
 	entered, release := make(chan struct{}), make(chan struct{})
 	r := newRun(t)
-	r.reg = func(reg *nodes.Registry) {
-		_ = reg.Register(nodes.Info{Type: "custom.wait", Handler: nodes.HandlerFunc(func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-			close(entered)
-			select {
-			case <-release:
-				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		})})
-	}
+	r.waitFor(entered, release)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := r.broker.NewConn()
-	require.NoError(t, err)
-	defer nc.Close()
-	entries, err := nc.SubscribeSync("$KV." + broker.SharedName + ".pure1.journal.>")
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	written := func() int {
-		t.Helper()
-		// Every entry published before the flush has reached the watcher.
-		require.NoError(t, nc.Flush())
-		n, _, err := entries.Pending()
-		require.NoError(t, err)
-		return n
-	}
+	w := watchJournal(t, r.broker, "$KV."+broker.SharedName+".pure1.journal.>")
 
 	cfg := r.durable(`digraph w { start [shape=Mdiamond]; a [type="custom.wait"]; exit [shape=Msquare]; start -> a -> exit }`, "pure1")
 	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
@@ -58,21 +34,27 @@ func TestPureFiringRecordedWithNext(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a never ran")
 	}
-	require.Equal(t, 1, written(), "entries written before a ran: the input's only, not start's")
+	require.Equal(t, 1, w.written(), "entries written before a ran: the input's only, not start's")
 	close(release)
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status, rep.Reason)
-	require.Equal(t, 3, written(), "the input's, start's and a's together, exit's")
-
-	hist, err := session.History(ctx, r.broker, "pure1")
-	require.NoError(t, err)
-	var got []string
-	for _, h := range hist {
-		got = append(got, h.Node)
-	}
-	require.Equal(t, []string{"", "start", "a", "exit"}, got)
+	require.Equal(t, 3, w.written(), "the input's, start's and a's together, exit's")
+	require.Equal(t, []string{"", "start", "a", "exit"}, historyNodes(t, r.broker, "pure1"))
 }
+
+// team is a reactive session whose first diamond takes outside events,
+// whose second is fed by the first, and whose last has no outputs.
+const team = `digraph team {
+	first [shape=diamond]
+	route [shape=diamond]
+	ask   [shape=hexagon, label="Deploy?"]
+	done  [prompt="deploy"]
+	end   [shape=diamond]
+	first -> route -> ask
+	ask -> done [label="[Y] Yes"]
+	done -> end
+}`
 
 // TestPureFiringRecordedWithNextInSession: in a reactive session, a
 // prompt-less diamond fed by a node of the session is not waited for
@@ -82,87 +64,30 @@ func TestPureFiringRecordedWithNext(t *testing.T) {
 // record consumed it; and so is one with no outputs.
 func TestPureFiringRecordedWithNextInSession(t *testing.T) {
 	defer session.SetPureLinger(time.Hour)()
-	sv := serveSession(t, `digraph team {
-		first [shape=diamond]
-		route [shape=diamond]
-		ask   [shape=hexagon, label="Deploy?"]
-		done  [prompt="deploy"]
-		end   [shape=diamond]
-		first -> route -> ask
-		ask -> done [label="[Y] Yes"]
-		done -> end
-	}`, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure2", true, "" })
-	nc, err := sv.broker.NewConn()
-	require.NoError(t, err)
-	defer nc.Close()
-	entries, err := nc.SubscribeSync("$KV." + broker.KVName("pure2") + ".journal.>")
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	written := func() int {
-		t.Helper()
-		require.NoError(t, nc.Flush())
-		n, _, err := entries.Pending()
-		require.NoError(t, err)
-		return n
-	}
-	nodesOf := func() []string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hist, err := session.History(ctx, sv.broker, "pure2")
-		require.NoError(t, err)
-		var got []string
-		for _, h := range hist {
-			if h.Node != "" {
-				got = append(got, h.Node)
-			}
-		}
-		return got
-	}
+	sv := serveSession(t, team, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure2", true, "" })
+	w := watchJournal(t, sv.broker, "$KV."+broker.KVName("pure2")+".journal.>")
 
 	sv.pub("first", "build 42 is green")
 	sv.wait("human.question", "ask")
-	require.Equal(t, 1, written(), "entries written before the gate asked: first's, not route's")
-	require.Equal(t, []string{"first"}, nodesOf())
+	require.Equal(t, 1, w.written(), "entries written before the gate asked: first's, not route's")
+	require.Equal(t, []string{"first"}, historyNodes(t, sv.broker, "pure2"))
 	require.True(t, sv.answer("ask", "Y").OK)
 	// end is pure but has no outputs: nothing would take its record, so
 	// it is waited for (node.completed comes once its record is stored).
 	sv.wait("node.completed", "end")
-	require.Equal(t, []string{"first", "route", "ask", "done", "end"}, nodesOf())
+	require.Equal(t, []string{"first", "route", "ask", "done", "end"}, historyNodes(t, sv.broker, "pure2"))
 }
 
 // TestPureFiringRecordedAlone: a pure firing's record that no record
 // waited for follows (the gate asks, and nobody answers) is written alone
 // soon all the same: the store does not lag behind the session.
 func TestPureFiringRecordedAlone(t *testing.T) {
-	sv := serveSession(t, `digraph team {
-		first [shape=diamond]
-		route [shape=diamond]
-		ask   [shape=hexagon, label="Deploy?"]
-		done  [prompt="deploy"]
-		first -> route -> ask
-		ask -> done [label="[Y] Yes"]
-	}`, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure3", true, "" })
-	nc, err := sv.broker.NewConn()
-	require.NoError(t, err)
-	defer nc.Close()
-	entries, err := nc.SubscribeSync("$KV." + broker.KVName("pure3") + ".journal.>")
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
+	sv := serveSession(t, team, func(c *session.Config) { c.ID, c.Durable, c.LogsDir = "pure3", true, "" })
+	w := watchJournal(t, sv.broker, "$KV."+broker.KVName("pure3")+".journal.>")
 
 	sv.pub("first", "build 42 is green")
 	sv.wait("human.question", "ask")
-	for range 2 { // first's, then route's
-		_, err := entries.NextMsg(10 * time.Second)
-		require.NoError(t, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	hist, err := session.History(ctx, sv.broker, "pure3")
-	require.NoError(t, err)
-	var got []string
-	for _, h := range hist {
-		got = append(got, h.Node)
-	}
-	require.Equal(t, []string{"first", "route"}, got, "route's record stored while the gate waits")
+	w.next() // first's
+	w.next() // route's
+	require.Equal(t, []string{"first", "route"}, historyNodes(t, sv.broker, "pure3"), "route's record stored while the gate waits")
 }
