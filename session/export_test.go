@@ -209,3 +209,24 @@ func KeptInboxes(b *broker.Broker) (prefixes []string, next []uint64) {
 	}
 	return prefixes, next
 }
+
+// AwaitRemoval waits until no store of the ids given is being removed in
+// the background by b's preparer (Session.remover).
+func AwaitRemoval(ctx context.Context, b *broker.Broker, ids ...string) error {
+	return awaitRemoval(ctx, b, ids...)
+}
+
+// HoldRemovals makes the removals b's preparer runs in the background
+// wait until release (it makes the preparer).
+func HoldRemovals(b *broker.Broker) (release func()) {
+	p := preparerOf(b)
+	hold := make(chan struct{})
+	p.mu.Lock()
+	p.hold = hold
+	p.mu.Unlock()
+	return func() { close(hold) }
+}
+
+// OnRemovalWait sets a function called when a claim starts waiting for
+// the removal of its id; nil removes it.
+func OnRemovalWait(f func(id string)) { removalWait.Store(&f) }

@@ -422,6 +422,12 @@ func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option
 // held, before anything else is asked of the store: what the caller sends
 // then overlaps the making of the bucket.
 func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), opts ...broker.Option) (*lease, error) {
+	// A session of this process that just ended under the id (or the
+	// one a fork starts from) may still be having its store removed, its
+	// lease held until then (Session.remover).
+	if err := awaitRemoval(ctx, cfg.Broker, cfg.ID, cfg.ForkOf); err != nil {
+		return nil, fmt.Errorf("session: lease of %s: %w", cfg.ID, err)
+	}
 	n := cfg.replicas()
 	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
 	if err != nil {

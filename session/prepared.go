@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,6 +105,10 @@ type preparer struct {
 	last   time.Time        // when the last durable pipeline start asked
 	closed bool
 	wg     sync.WaitGroup // preparations and background removals
+	// removing holds the ids whose stores are being removed in the
+	// background (removeLater), each with a channel closed when done.
+	removing map[string]chan struct{}
+	hold     chan struct{} // removals wait for it to close (a test's HoldRemovals)
 }
 
 // preparers holds each broker's preparer (*broker.Broker → *preparer),
@@ -363,7 +368,7 @@ func (p *preparer) discard(ps *preparedStore) {
 	if ps.end() {
 		return // another process took its id: its to remove
 	}
-	if !p.removeLater(func() { p.remove(ps.id, ps.lease) }) {
+	if !p.removeLater(ps.id, func() { p.remove(ps.id, ps.lease) }) {
 		p.remove(ps.id, ps.lease) // closing: removed now
 	}
 }
@@ -420,18 +425,69 @@ func (p *preparer) js() jetstream.JetStream {
 
 // removeLater runs a successful session's removal in the background;
 // false when the broker is closing (the caller removes it itself).
-func (p *preparer) removeLater(f func()) bool {
+func (p *preparer) removeLater(id string, f func()) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
+	done := make(chan struct{})
+	if p.removing == nil {
+		p.removing = map[string]chan struct{}{}
+	}
+	p.removing[id] = done // ids are leased: one removal of an id at a time
+	hold := p.hold
 	p.wg.Add(1)
 	go func() { // owned by p: close waits for it
 		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			delete(p.removing, id)
+			p.mu.Unlock()
+			close(done)
+		}()
+		if hold != nil {
+			<-hold
+		}
 		f()
 	}()
 	return true
+}
+
+// removalWait is called when a claim waits for a removal (a test's
+// OnRemovalWait).
+var removalWait atomic.Pointer[func(id string)]
+
+// awaitRemoval waits until no store of the ids given is being removed in
+// the background by b's preparer (removeLater), or ctx ends: a claim of
+// an id that a session of this process just ended under. It makes no
+// preparer.
+func awaitRemoval(ctx context.Context, b *broker.Broker, ids ...string) error {
+	v, ok := preparers.Load(b)
+	if !ok {
+		return nil
+	}
+	p := v.(*preparer)
+	for _, id := range ids {
+		if id == "" {
+			continue
+		}
+		p.mu.Lock()
+		done := p.removing[id]
+		p.mu.Unlock()
+		if done == nil {
+			continue
+		}
+		if f := removalWait.Load(); f != nil && *f != nil {
+			(*f)(id)
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // close removes the store prepared and not taken and waits for every

@@ -571,6 +571,7 @@ func TestNewPipelineInSharedBucket(t *testing.T) {
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.NoError(t, session.AwaitRemoval(ctx, r.broker, "named1", "left1")) // in the background
 	require.NotContains(t, shared(), "named1", "removed at its successful end")
 	require.False(t, ownBucket("named1"))
 	rep, err = left.Wait(ctx)
@@ -618,4 +619,85 @@ func TestPreparedStoreIDThatMetASession(t *testing.T) {
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status, rep.Reason)
+}
+
+// TestNamedPipelineRemovedInBackground: the store of a named pipeline
+// that succeeded is removed after its caller has its report, with its
+// lease held until then: another owner cannot take the id meanwhile, and
+// a new start under the id in the same process waits for the removal
+// instead of being refused, then runs on a clean store.
+func TestNamedPipelineRemovedInBackground(t *testing.T) {
+	r := newRun(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	js := r.broker.JetStream()
+	release := session.HoldRemovals(r.broker)
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	waiting := make(chan string, 1)
+	session.OnRemovalWait(func(id string) { waiting <- id })
+	defer session.OnRemovalWait(nil)
+
+	cfg := r.durable(preparedPipeline, "again1")
+	cfg.Checkpoint = &session.CheckpointPolicy{}
+	require.Equal(t, "success", r.runConfig(cfg).Status, "reported while its removal waits")
+	ids, err := broker.SharedSessions(ctx, js)
+	require.NoError(t, err)
+	require.Contains(t, ids, "again1", "not removed yet")
+
+	// Another process (a second broker on the same server) finds the id
+	// held.
+	other, err := r.broker.Sibling()
+	require.NoError(t, err)
+	defer other.Close()
+	ocfg := r.durable(preparedPipeline, "again1")
+	ocfg.Broker = other
+	_, err = session.Start(ctx, ocfg)
+	var held *session.HeldError
+	require.ErrorAs(t, err, &held, "leased until removed")
+
+	// This process's next start under the id waits for the removal.
+	type result struct {
+		rep *session.Report
+		err error
+	}
+	next := make(chan result, 1)
+	cfg = r.durable(preparedPipeline, "again1")
+	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
+	go func() {
+		s, err := session.Start(ctx, cfg)
+		if err != nil {
+			next <- result{err: err}
+			return
+		}
+		rep, err := s.Wait(ctx)
+		next <- result{rep, err}
+	}()
+	select {
+	case id := <-waiting:
+		require.Equal(t, "again1", id)
+	case <-ctx.Done():
+		t.Fatal("the start did not wait for the removal")
+	}
+	release()
+	released = true
+	select {
+	case res := <-next:
+		require.NoError(t, res.err)
+		require.Equal(t, "success", res.rep.Status, res.rep.Reason)
+	case <-ctx.Done():
+		t.Fatal("the start after the removal did not end")
+	}
+	// The new session's store was made after the removal: it is whole.
+	meta, err := session.ReadMeta(ctx, r.broker, "again1")
+	require.NoError(t, err, "the second session, retained")
+	require.Equal(t, "again1", meta.ID)
+	cp, err := session.LoadCheckpoint(ctx, r.broker, "again1", 0)
+	require.NoError(t, err)
+	require.Equal(t, "success", cp.Status)
+	require.Contains(t, cp.CompletedNodes, "a")
 }

@@ -267,7 +267,7 @@ func TestRemovedSessionLeavesNothing(t *testing.T) {
 		rep, err := s.Wait(ctx)
 		require.NoError(t, err)
 		require.Equal(t, "success", rep.Status)
-		requireStoreGone(ctx, t, js, "gone")
+		requireStoreGone(ctx, t, r.broker, "gone")
 		leases, err := js.Stream(ctx, "KV_"+broker.LeaseBucket)
 		require.NoError(t, err)
 		m, err := leases.GetLastMsgForSubject(ctx, "$KV."+broker.LeaseBucket+".gone")
@@ -311,15 +311,21 @@ func TestRemovedSessionWithDeadLettersLeavesNothing(t *testing.T) {
 	rep, err := s.Wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "success", rep.Status)
-	requireStoreGone(ctx, t, js, "dlq")
+	requireStoreGone(ctx, t, r.broker, "dlq")
 }
 
-// requireStoreGone checks that none of session's streams is left: its work
-// stream, its dead letters, its bucket.
-func requireStoreGone(ctx context.Context, t *testing.T, js jetstream.JetStream, session string) {
+// requireStoreGone checks, once the removal in the background is over
+// (Session.remover), that nothing of session id is left: its work stream,
+// its dead letters, its own bucket, its keys in the shared bucket.
+func requireStoreGone(ctx context.Context, t *testing.T, b *broker.Broker, id string) {
 	t.Helper()
-	for _, name := range []string{broker.StreamName(session), broker.DeadLetterStreamName(session), "KV_" + broker.KVName(session)} {
+	require.NoError(t, session.AwaitRemoval(ctx, b, id))
+	js := b.JetStream()
+	for _, name := range []string{broker.StreamName(id), broker.DeadLetterStreamName(id), "KV_" + broker.KVName(id)} {
 		_, err := js.Stream(ctx, name)
 		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
 	}
+	shared, err := broker.SharedSessions(ctx, js)
+	require.NoError(t, err)
+	require.NotContains(t, shared, id, "its keys in the shared bucket")
 }

@@ -209,10 +209,12 @@ type Session struct {
 	prepared *preparer
 	// sharedIn is the preparer whose shared bucket the session was placed
 	// in without a prepared store (sharedFor): its removal purges its keys
-	// through that preparer's handle of the bucket's stream, at once.
+	// through that preparer's handle of the bucket's stream, in the
+	// background like a prepared store's.
 	sharedIn *preparer
 	// leaseLater: the lease is released by cleanup, with the store's
-	// removal in the background (a removed session on a prepared store).
+	// removal in the background (a removed session in the shared bucket:
+	// on a prepared store, or named).
 	leaseLater bool
 }
 
@@ -1054,10 +1056,10 @@ func (s *Session) Stop() {
 		if s.lease != nil && s.removed() {
 			// Its store goes (cleanup): the lease is purged, not deleted,
 			// which leaves nothing for the removal to purge after — in
-			// the background with the removal, for a session on a
-			// prepared store.
+			// the background with the removal, for a session in the
+			// shared bucket (remover).
 			s.lease.purge = true
-			s.leaseLater = s.prepared != nil
+			s.leaseLater = s.remover() != nil
 		}
 		s.closeEvents()
 		s.cleanup()
@@ -1193,7 +1195,7 @@ func (s *Session) cleanup() {
 			s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
 		}
 	}
-	if s.prepared != nil && s.prepared.removeLater(func() {
+	if p := s.remover(); p != nil && p.removeLater(s.id, func() {
 		defer cancel()
 		remove()
 	}) {
@@ -1201,6 +1203,21 @@ func (s *Session) cleanup() {
 	}
 	defer cancel()
 	remove()
+}
+
+// remover is the preparer that removes the session's store in the
+// background once it succeeded, with its lease held until then: the one
+// that made its store, or whose shared bucket a named pipeline was placed
+// in. nil: removed by Stop. The caller does not wait for the removal (half
+// a named 10-node pipeline's Run, on its critical path before: a purge of
+// the shared bucket and three requests). A later claim of the id in this
+// process waits for it (claimThen); another process finds the lease held
+// until it is done, as while the session ran.
+func (s *Session) remover() *preparer {
+	if s.prepared != nil {
+		return s.prepared
+	}
+	return s.sharedIn
 }
 
 func (s *Session) closeEvents() {
