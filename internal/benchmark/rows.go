@@ -26,6 +26,7 @@ const (
 
 func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	perNode := map[bool]map[int]float64{false: {}, true: {}}
+	rawHop := map[int]float64{} // the raw NATS hop measured in the same rounds, by N
 	for _, n := range cfg.Chains {
 		passes := reps(n, cfg.MinNodes)
 		// The raw NATS line and the two chains in turns (alternate); a
@@ -54,6 +55,9 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 			cases = append(cases, named)
 		}
 		alternate(rounds, raw, cases...)
+		if raw.err == nil {
+			rawHop[n] = raw.median() / 1e3
+		}
 		act, actErr := func() (time.Duration, error) {
 			c, cancel := withTimeout(ctx, cfg)
 			defer cancel()
@@ -123,6 +127,12 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 			r.Error = "a chain did not run"
 		} else {
 			r.Value = m[hi] / m[lo]
+		}
+		// The two sizes run minutes apart: the raw NATS hop's own growth
+		// between them, measured with each, tells the machine's drift
+		// (and the bus's) from the runtime's.
+		if rawHop[hi] > 0 && rawHop[lo] > 0 {
+			r.base("raw NATS hop growth", rawHop[hi]/rawHop[lo])
 		}
 		r.valueTarget("≤ 1.5×", func(v float64) bool { return v <= 1.5 })
 		add(r)
