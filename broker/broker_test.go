@@ -45,35 +45,6 @@ func TestEmbeddedDefaults(t *testing.T) {
 		require.NoError(t, b.Conn().Publish(broker.NodeIn("s1", "a"), []byte("hi")))
 		require.Equal(t, "hi", string(recv(t, got, 10*time.Second, "message").Data))
 	})
-	t.Run("no subject cache", func(t *testing.T) {
-		// Subjects published once each (as journal keys and reply
-		// subjects are) leave nothing cached on the server, and a wildcard
-		// subscription made after them still gets what follows.
-		other, err := b.NewConn()
-		require.NoError(t, err)
-		defer other.Close()
-		got := make(chan *nats.Msg, 200)
-		first, err := other.ChanSubscribe("once.>", got)
-		require.NoError(t, err)
-		require.NoError(t, other.Flush())
-		for i := range 100 {
-			require.NoError(t, b.Conn().Publish(fmt.Sprintf("once.%d", i), nil))
-		}
-		require.NoError(t, b.Conn().Flush())
-		for range 100 {
-			recv(t, got, 10*time.Second, "a message on a subject published once")
-		}
-		sz, err := b.Server().Subsz(nil)
-		require.NoError(t, err)
-		require.Zero(t, sz.NumCache, "the server caches no subject")
-		require.NoError(t, first.Unsubscribe())
-		later, err := other.ChanSubscribe("once.*", got)
-		require.NoError(t, err)
-		defer func() { require.NoError(t, later.Unsubscribe()) }()
-		require.NoError(t, other.Flush())
-		require.NoError(t, b.Conn().Publish("once.7", []byte("again")))
-		require.Equal(t, "again", string(recv(t, got, 10*time.Second, "a message after a new wildcard").Data))
-	})
 	t.Run("JetStream publish ack and KV", func(t *testing.T) {
 		_, err := broker.EnsureSessionStream(ctx(t), b.JetStream(), "s1", b.Storage())
 		require.NoError(t, err)

@@ -22,32 +22,16 @@ const defaultReadyWait = 10 * time.Second
 const maxPayload = 8 << 20
 
 // serverOptions builds the embedded server's options: JetStream on storeDir,
-// no signal handling (the CLI owns signals), no subject cache, and no TCP
-// listener unless cfg.Listen asks for one, in which case every client
-// authenticates.
-//
-// The subject cache (the server's disable_sublist_cache, off here) keeps
-// the subscribers of each subject published, up to a thousand, for the
-// next publish on it. Nearly every subject the runtime publishes is
-// published once: each journal record's key, each acknowledgement's reply
-// subject, each session's inboxes and events. So the cache was work with
-// no reuse — an entry made per publish, a sweep of the whole cache each
-// thousand, and a scan of every entry at each wildcard subscription made
-// or removed (a session's intake, two per session) — and the sweep holds
-// the subscription list's lock against every other publisher. Without it,
-// the server matches each publish against its subscription tree, and each
-// client connection still keeps the results of the subjects it repeats.
-// Measured on the 10-node durable pipeline, in turns with the cache on:
-// see docs/performance.md (tenth round).
+// no signal handling (the CLI owns signals), and no TCP listener unless
+// cfg.Listen asks for one, in which case every client authenticates.
 func serverOptions(cfg Config, storeDir, secret string) (*server.Options, error) {
 	opts := &server.Options{
-		ServerName:     cfg.ServerName,
-		JetStream:      true,
-		StoreDir:       storeDir,
-		NoSigs:         true,
-		NoLog:          cfg.Logger == nil,
-		MaxPayload:     maxPayload,
-		NoSublistCache: true,
+		ServerName: cfg.ServerName,
+		JetStream:  true,
+		StoreDir:   storeDir,
+		NoSigs:     true,
+		NoLog:      cfg.Logger == nil,
+		MaxPayload: maxPayload,
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
