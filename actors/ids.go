@@ -130,3 +130,7 @@ func (s *System) envelopeID(node string, firing uint64, target string) string {
 // MintID signs base as an id of the runtime's (the session's input
 // envelope): deterministic for this session, unpredictable from outside.
 func (s *System) MintID(base string) string { return s.ids.sign(base) }
+
+// MintID signs base with key as System.MintID does for a System whose
+// Config.IDKey is key (a session's input, before its actors are made).
+func MintID(key []byte, base string) string { return newIDSigner(key).sign(base) }

@@ -1202,15 +1202,34 @@ func dotOf(g *graph.Graph) string {
 // refused or not answered is written again the patient way, in order
 // (writeWindow). Kill points create-graph and create-input are reached
 // once each is sent. Not durable: the input is saved (add).
-func (j *journal) recordStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) error {
-	if j.kv == nil {
-		if input == nil {
-			return nil
-		}
-		return j.add(input)
-	}
+// sendStart is recordStart's first half for a durable pipeline's
+// creation (earlyStart): its entries are sent, and j.wmu stays held until
+// finishStart reads their acknowledgements.
+func (j *journal) sendStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) *taken {
 	j.wmu.Lock()
+	t := j.takeStart(ctx, g, input, m)
+	if es, err := entries(t.recs); err == nil { // one that does not marshal fails in finishStart
+		t.entries = es
+		es[len(es)-1].point = t.point
+		all := append(append(append(make([]entry, 0, len(t.pre)+len(es)+len(t.post)), t.pre...), es...), t.post...)
+		t.sent = j.sendWindow(all[:min(len(all), ackWindow)])
+	}
+	return t
+}
+
+// finishStart reads the acknowledgements of a creation sendStart sent,
+// writes the rest, and lets go of j.wmu.
+func (j *journal) finishStart(t *taken) error {
 	defer j.wmu.Unlock()
+	if err := j.writeBatch(t); err != nil {
+		return fmt.Errorf("session: checkpoint store: %w", err)
+	}
+	return nil
+}
+
+// takeStart takes the creation's batch (j.wmu held): the input's record
+// when there is an input, the graph before and the meta after.
+func (j *journal) takeStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) *taken {
 	j.mu.Lock()
 	if input != nil {
 		envs := []*pb.Envelope{input}
@@ -1228,6 +1247,19 @@ func (j *journal) recordStart(ctx context.Context, g *graph.Graph, input *pb.Env
 	if input != nil {
 		t.point = "create-input"
 	}
+	return t
+}
+
+func (j *journal) recordStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) error {
+	if j.kv == nil {
+		if input == nil {
+			return nil
+		}
+		return j.add(input)
+	}
+	j.wmu.Lock()
+	defer j.wmu.Unlock()
+	t := j.takeStart(ctx, g, input, m)
 	if err := j.writeBatch(t); err != nil {
 		return fmt.Errorf("session: checkpoint store: %w", err)
 	}
