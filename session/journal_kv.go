@@ -1193,15 +1193,6 @@ func dotOf(g *graph.Graph) string {
 	return g.Derive(dotKey{}, func(g *graph.Graph) any { return g.DOT() }).(string)
 }
 
-// recordStart records a new durable session in the order that makes its
-// creation atomic — its graph, its input (the first journal record, when
-// it has one: a pipeline's), and last its record of itself, which makes
-// it exist — in one round trip: the three are published together, each
-// expecting the last sequence the one before it makes (the journal's
-// fence), so the store takes none after one it refused, and what was
-// refused or not answered is written again the patient way, in order
-// (writeWindow). Kill points create-graph and create-input are reached
-// once each is sent. Not durable: the input is saved (add).
 // sendStart is recordStart's first half for a durable pipeline's
 // creation (earlyStart): its entries are sent, and j.wmu stays held until
 // finishStart reads their acknowledgements.
@@ -1210,8 +1201,7 @@ func (j *journal) sendStart(ctx context.Context, g *graph.Graph, input *pb.Envel
 	t := j.takeStart(ctx, g, input, m)
 	if es, err := entries(t.recs); err == nil { // one that does not marshal fails in finishStart
 		t.entries = es
-		es[len(es)-1].point = t.point
-		all := append(append(append(make([]entry, 0, len(t.pre)+len(es)+len(t.post)), t.pre...), es...), t.post...)
+		all := t.window(es)
 		t.sent = j.sendWindow(all[:min(len(all), ackWindow)])
 	}
 	return t
@@ -1250,6 +1240,15 @@ func (j *journal) takeStart(ctx context.Context, g *graph.Graph, input *pb.Envel
 	return t
 }
 
+// recordStart records a new durable session in the order that makes its
+// creation atomic — its graph, its input (the first journal record, when
+// it has one: a pipeline's), and last its record of itself, which makes
+// it exist — in one round trip: the three are published together, each
+// expecting the last sequence the one before it makes (the journal's
+// fence), so the store takes none after one it refused, and what was
+// refused or not answered is written again the patient way, in order
+// (writeWindow). Kill points create-graph and create-input are reached
+// once each is sent. Not durable: the input is saved (add).
 func (j *journal) recordStart(ctx context.Context, g *graph.Graph, input *pb.Envelope, m *Meta) error {
 	if j.kv == nil {
 		if input == nil {

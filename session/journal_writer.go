@@ -321,6 +321,19 @@ func (j *journal) writeBatch(t *taken) error {
 	return err
 }
 
+// window is what a batch writes, its records' entries es in the middle:
+// the keyed entries before and after them, and its kill point on the last
+// record.
+func (t *taken) window(es []entry) []entry {
+	if t.pre == nil && t.post == nil {
+		return es
+	}
+	if t.point != "" && len(es) > 0 {
+		es[len(es)-1].point = t.point
+	}
+	return append(append(append(make([]entry, 0, len(t.pre)+len(es)+len(t.post)), t.pre...), es...), t.post...)
+}
+
 // writeTaken writes a batch's records, then its snapshot (j.wmu held).
 func (j *journal) writeTaken(t *taken) error {
 	es := t.entries
@@ -331,14 +344,7 @@ func (j *journal) writeTaken(t *taken) error {
 		}
 		t.entries = es
 	}
-	all := es
-	if t.pre != nil || t.post != nil {
-		if t.point != "" && len(es) > 0 {
-			es[len(es)-1].point = t.point
-		}
-		all = append(append(append(make([]entry, 0, len(t.pre)+len(es)+len(t.post)), t.pre...), es...), t.post...)
-	}
-	if err := j.writeRecordsSent(t.ctx, all, t.sent); err != nil {
+	if err := j.writeRecordsSent(t.ctx, t.window(es), t.sent); err != nil {
 		return err
 	}
 	crash.Point("after-record")

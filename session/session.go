@@ -848,9 +848,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// session's key is its own and outlives its owner).
 		acfg.Work.Key = acfg.IDKey
 	}
-	starting := cfg.early
-	if starting != nil && (s.jr.kv == nil || cp != nil || cfg.ForkOf != "") {
-		starting = nil
+	starting := cfg.early // a new pipeline's start (cfg.late)
+	if s.jr.kv == nil {
+		starting = nil // not durable here: recorded after, as before
 	}
 	if starting != nil {
 		if err := s.sendEarlyStart(starting, acfg.IDKey); err != nil {
