@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -52,6 +53,8 @@ func TestDurableRunRequests(t *testing.T) {
 		cfg.Checkpoint = &session.CheckpointPolicy{}
 		rep := r.runConfig(cfg)
 		require.Equal(t, "success", rep.Status)
+		// Its store is removed in the background (Session.remover).
+		require.NoError(t, session.AwaitRemoval(context.Background(), r.broker, id))
 		require.NoError(t, r.broker.Conn().Publish(mark, nil))
 		select {
 		case <-marks:
