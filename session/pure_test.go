@@ -69,7 +69,10 @@ func TestPureFiringRecordedWithNextInSession(t *testing.T) {
 
 	sv.pub("first", "build 42 is green")
 	sv.wait("human.question", "ask")
-	require.Equal(t, 1, w.written(), "entries written before the gate asked: first's, not route's")
+	// first's entry is waited for before its input is acknowledged, not
+	// before the gate asks: it may reach the watcher after the question.
+	w.next()
+	require.Equal(t, 0, w.written(), "entries written before the gate was answered: first's, not route's")
 	require.Equal(t, []string{"first"}, historyNodes(t, sv.broker, "pure2"))
 	require.True(t, sv.answer("ask", "Y").OK)
 	// end is pure but has no outputs: nothing would take its record, so
