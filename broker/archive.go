@@ -706,6 +706,9 @@ func objectSubjects(bucket, nuid, name string) []string {
 
 // parallel runs each f at once and joins their errors.
 func parallel(fs ...func() error) error {
+	if len(fs) == 1 {
+		return fs[0]() // no goroutine for one
+	}
 	var (
 		mu   sync.Mutex
 		errs []error

@@ -202,6 +202,32 @@ func WorkStreamDescription(session string) string {
 	return "switchyard session " + session + ": edges, inboxes"
 }
 
+// SessionOfStream is the session whose work stream or object store's
+// stream a stream is, told by its name and by the description it was made
+// with (other streams have names like theirs: an event stream, the pools'
+// work stream, a client's); ok false for any other.
+func SessionOfStream(name, description string) (session string, ok bool) {
+	if id, ok := strings.CutPrefix(name, "OBJ_"+ObjectsName("")); ok && ValidToken(id) && description == objectsDescription(id) {
+		return id, true
+	}
+	if id, ok := strings.CutPrefix(name, StreamName("")); ok && ValidToken(id) && description == WorkStreamDescription(id) {
+		return id, true
+	}
+	return "", false
+}
+
+// eventsDescription is the description a session's event stream is made
+// with.
+func eventsDescription(session string) string {
+	return "switchyard session " + session + ": recent events"
+}
+
+// objectsDescription is the description a session's object store is made
+// with.
+func objectsDescription(session string) string {
+	return "switchyard session " + session + ": artifacts"
+}
+
 // StreamName is the name of a session's work stream: SY_<session>.
 func StreamName(session string) string { return "SY_" + session }
 
@@ -430,7 +456,7 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 	s, err := placed(ctx, func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        EventStreamName(session),
-			Description: "switchyard session " + session + ": recent events",
+			Description: eventsDescription(session),
 			Subjects:    []string{AllEvents(session)},
 			Storage:     st.js(),
 			MaxMsgs:     r.MaxMsgs,
@@ -528,7 +554,7 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 	o := newOptions(opts)
 	obj, err := placed(ctx, func() (jetstream.ObjectStore, error) {
 		return js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket: ObjectsName(session), Description: "switchyard session " + session + ": artifacts",
+			Bucket: ObjectsName(session), Description: objectsDescription(session),
 			Storage: st.js(), Replicas: o.replicasFor(ctx, js, "OBJ_"+ObjectsName(session)),
 		})
 	})
@@ -544,7 +570,7 @@ func SessionObjects(ctx context.Context, js jetstream.JetStream, session string,
 type DeleteOption func(*deleteOptions)
 
 type deleteOptions struct {
-	notArchived, leaseGone, noDeadLetters, noWorkStream bool
+	notArchived, leaseGone, noDeadLetters, noWorkStream, noEvents, noObjects bool
 	// own: the session has a bucket of its own (not in the shared one);
 	// shared: its keys are in the shared bucket (no bucket of its own),
 	// whose stream is sharedStream when the caller has it.
@@ -580,6 +606,20 @@ func NoDeadLetters() DeleteOption { return func(o *deleteOptions) { o.noDeadLett
 // caller): a request fewer.
 func NoWorkStream() DeleteOption { return func(o *deleteOptions) { o.noWorkStream = true } }
 
+// NoEventStream says the session has no event stream the removal should
+// delete: the runtime makes none — EnsureEventStream is for a client that
+// wants a session's recent events kept, bounded by age and count, and
+// that client's to delete: a request fewer.
+func NoEventStream() DeleteOption { return func(o *deleteOptions) { o.noEvents = true } }
+
+// NoObjects says the session has no object store: its owner made it, with
+// one replica (a replicated session's store is made with it), stored no
+// artifact, sent no pool job and took no outside input — the only ways one
+// is made. A store a client made for it anyway (an upload whose envelope
+// never reached the session) is left to the collection of stores no
+// session recorded: a request fewer.
+func NoObjects() DeleteOption { return func(o *deleteOptions) { o.noObjects = true } }
+
 // LeasePurged says the session's lease was purged already (by its owner,
 // which gave it up so): a request fewer, and the last one, after the
 // others.
@@ -607,7 +647,10 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 		f(&o)
 	}
 	var fs []func() error
-	names := []string{EventStreamName(session)}
+	var names []string
+	if !o.noEvents {
+		names = append(names, EventStreamName(session))
+	}
 	if !o.noWorkStream {
 		names = append(names, StreamName(session))
 	}
@@ -623,8 +666,10 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 	if !o.own {
 		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session, o.sharedStream) }))
 	}
-	fs = append(fs,
-		del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }))
+	if !o.noObjects {
+		fs = append(fs,
+			del("object store "+ObjectsName(session), func() error { return js.DeleteObjectStore(ctx, ObjectsName(session)) }))
+	}
 	if !o.notArchived {
 		fs = append(fs, del("archive of "+session, func() error { return deleteArchived(ctx, js, session) }))
 	}

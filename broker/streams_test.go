@@ -364,3 +364,25 @@ func TestLeasesAgeOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "owner", string(e.Value()), "a live lease is kept")
 }
+
+// TestSessionOfStream: a session's work stream and object store are told
+// by name and description; streams named like them are not theirs.
+func TestSessionOfStream(t *testing.T) {
+	ctx := ctx(t)
+	js := brokertest.Start(t).JetStream()
+	_, err := broker.EnsureSessionStream(ctx, js, "s1", broker.MemoryStorage)
+	require.NoError(t, err)
+	_, err = broker.SessionObjects(ctx, js, "s2", broker.MemoryStorage)
+	require.NoError(t, err)
+	_, err = broker.EnsureEventStream(ctx, js, "s3", broker.MemoryStorage, broker.EventRetention{})
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: broker.StreamName("s4"), Subjects: []string{"client.s4"}, Storage: jetstream.MemoryStorage})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for info := range js.ListStreams(ctx).Info() {
+		if id, ok := broker.SessionOfStream(info.Config.Name, info.Config.Description); ok {
+			got[info.Config.Name] = id
+		}
+	}
+	require.Equal(t, map[string]string{broker.StreamName("s1"): "s1", "OBJ_" + broker.ObjectsName("s2"): "s2"}, got)
+}

@@ -281,8 +281,9 @@ func TestPreparedStoreListedWhenLeftUnfinished(t *testing.T) {
 
 // TestGCRemovesUnrecordedStores: `gc` removes what no session recorded
 // and no live process holds — a start killed before it recorded its
-// session, a killed process's prepared store — and leaves a live
-// process's prepared store alone.
+// session, a killed process's prepared store, an artifact uploaded for a
+// session whose store is gone — and leaves a live process's prepared
+// store alone.
 func TestGCRemovesUnrecordedStores(t *testing.T) {
 	defer session.SetPreparedBurst(time.Minute)()
 	r := newRun(t)
@@ -303,6 +304,11 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	require.NoError(t, err)
 	_, err = (&broker.SessionBucket{KV: skv, Prefix: "sharedorphan."}).Put(ctx, broker.OwnerKey, []byte(`{}`))
 	require.NoError(t, err)
+	// An upload (`switchyard pub --file`) whose envelope never reached its
+	// session: the session's removal left no object store behind it
+	// (broker.NoObjects), this one came after.
+	_, err = broker.PutArtifact(ctx, js, "uploaded", "inbox/e1/notes.txt", "file", []byte("notes"), r.broker.Storage())
+	require.NoError(t, err)
 	// Not a work stream, though its name starts as one's: left alone.
 	_, err = broker.EnsureEventStream(ctx, js, "watched", r.broker.Storage(), broker.EventRetention{})
 	require.NoError(t, err)
@@ -316,6 +322,8 @@ func TestGCRemovesUnrecordedStores(t *testing.T) {
 	require.NotContains(t, buckets, "sharedorphan")
 	require.NotContains(t, streams, broker.StreamName("orphan"))
 	require.NotContains(t, streams, broker.StreamName("early"), "a work stream without its bucket")
+	_, err = js.Stream(ctx, "OBJ_"+broker.ObjectsName("uploaded"))
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound, "an object store without its session")
 	_, err = js.Stream(ctx, broker.EventStreamName("watched"))
 	require.NoError(t, err, "an event stream is no session's leftover")
 	require.Contains(t, buckets, live, "held by this live process")

@@ -45,11 +45,15 @@ func TestDurableRunRequests(t *testing.T) {
 	// requests runs a durable pipeline id to its end, its store removed,
 	// and returns the API requests its run sent: the runtime's connection
 	// sent them before the mark, which reaches the watcher after them.
-	requests := func(id string) []string {
+	requests := func(id string, dot ...string) []string {
 		mu.Lock()
 		seen = nil
 		mu.Unlock()
-		cfg := r.durable(`digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`, id)
+		src := `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
+		if len(dot) > 0 {
+			src = dot[0]
+		}
+		cfg := r.durable(src, id)
 		cfg.Checkpoint = &session.CheckpointPolicy{}
 		rep := r.runConfig(cfg)
 		require.Equal(t, "success", rep.Status)
@@ -91,6 +95,14 @@ func TestDurableRunRequests(t *testing.T) {
 	require.False(t, has("$JS.API.STREAM.INFO."+broker.StreamName("req2")), "looked its work stream up: %v", got)
 	require.False(t, has("$JS.API.STREAM.INFO.SYW_"), "looked at the pool's streams: %v", got)
 	require.False(t, has("$JS.API.STREAM.DELETE."+broker.DeadLetterStreamName("req2")), "removed a dead-letter stream it never made: %v", got)
+	require.False(t, has("$JS.API.STREAM.DELETE."+broker.EventStreamName("req2")), "removed an event stream the runtime never makes: %v", got)
+	// a's response went to exit as an artifact: its object store goes.
+	require.True(t, has("$JS.API.STREAM.DELETE.OBJ_"+broker.ObjectsName("req2")), "left its object store: %v", got)
+	requireStoreGone(context.Background(), t, r.broker, "req2")
+	// A pipeline that stored no artifact has no object store to remove.
+	got = requests("req3", `digraph p { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`)
+	require.False(t, has("$JS.API.STREAM.DELETE.OBJ_"+broker.ObjectsName("req3")), "removed an object store it never made: %v", got)
+	require.True(t, has("$JS.API.STREAM.PURGE.KV_"+broker.SharedName), "purged its keys: %v", got)
 	require.NoError(t, nc.Flush())
 	n, _, err := snaps.Pending()
 	require.NoError(t, err)

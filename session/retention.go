@@ -233,13 +233,15 @@ func removeUnrecorded(ctx context.Context, b *broker.Broker) error {
 		seen[id] = true
 	}
 	// A work stream made beside its bucket (a new session's, or a
-	// prepared store's) may be all a start killed early left: the
-	// sessions' work streams are told from the other SY_ streams by what
-	// they were made as (broker.EnsureSessionStream's description).
+	// prepared store's) may be all a start killed early left; an object
+	// store may outlive its session, made by an upload whose envelope
+	// never reached it (its owner removed its store without one:
+	// broker.NoObjects). They are told from other streams by their names
+	// and what they were made as (broker.SessionOfStream).
 	streams := b.JetStream().ListStreams(ctx)
 	for info := range streams.Info() {
-		id, ok := strings.CutPrefix(info.Config.Name, broker.StreamName(""))
-		if ok && !seen[id] && broker.ValidToken(id) && info.Config.Description == broker.WorkStreamDescription(id) {
+		id, ok := broker.SessionOfStream(info.Config.Name, info.Config.Description)
+		if ok && !seen[id] {
 			seen[id] = true
 			ids = append(ids, id)
 		}

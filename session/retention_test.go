@@ -321,7 +321,8 @@ func requireStoreGone(ctx context.Context, t *testing.T, b *broker.Broker, id st
 	t.Helper()
 	require.NoError(t, session.AwaitRemoval(ctx, b, id))
 	js := b.JetStream()
-	for _, name := range []string{broker.StreamName(id), broker.DeadLetterStreamName(id), "KV_" + broker.KVName(id)} {
+	for _, name := range []string{broker.StreamName(id), broker.DeadLetterStreamName(id), "KV_" + broker.KVName(id),
+		broker.EventStreamName(id), "OBJ_" + broker.ObjectsName(id)} {
 		_, err := js.Stream(ctx, name)
 		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, name)
 	}

@@ -205,6 +205,9 @@ type Session struct {
 	// deadLetters is set once the session asked for its dead-letter
 	// stream (it is made before the first dead letter).
 	deadLetters atomic.Bool
+	// artifacts is set once a node of the session began storing an
+	// artifact (its object store is made on the first).
+	artifacts atomic.Bool
 	// prepared is set when the session took a store made ahead for it
 	// (prepared.go): its stream lists its subjects when the session is
 	// left unfinished, and a successful session's removal is that
@@ -801,7 +804,10 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		s.jr.acks.pool = ackPoolOf(cfg.Broker) // the inbox of a journal before, kept (ackinbox.go)
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
-		acfg.Storing = s.jr.storing // artifact retention (artifact_retention.go)
+		acfg.Storing = func(node string, firing uint64) { // artifact retention (artifact_retention.go)
+			s.artifacts.Store(true)
+			s.jr.storing(node, firing)
+		}
 		// Its dead-letter stream is made on its first refusal.
 		st, n := cfg.Broker.Storage(), cfg.replicas()
 		acfg.DeadLetters = func(ctx context.Context) error {
@@ -1272,6 +1278,17 @@ func (s *Session) cleanup() {
 		}
 		if s.sys != nil && !s.sys.StreamMade() {
 			known = append(known, broker.NoWorkStream()) // made without one, and no outside input came
+		}
+		// The runtime makes no event stream (a client's is the client's);
+		// and the object store is made by a replicated session's claim, by
+		// the first artifact stored — by a node here, by a pool job's
+		// worker, or uploaded with an outside envelope (which comes through
+		// the work stream; an upload whose envelope never came leaves one
+		// to gc): two requests of each removal, a third of its time, which
+		// the next Runs' writes wait behind on the server.
+		known = append(known, broker.NoEventStream())
+		if s.cfg.replicas() == 1 && !s.artifacts.Load() && (s.work == nil || !s.work.Prepared()) && s.sys != nil && !s.sys.StreamMade() {
+			known = append(known, broker.NoObjects())
 		}
 	}
 	remove := func() {
