@@ -620,10 +620,11 @@ func NoEventStream() DeleteOption { return func(o *deleteOptions) { o.noEvents =
 // session recorded: a request fewer.
 func NoObjects() DeleteOption { return func(o *deleteOptions) { o.noObjects = true } }
 
-// LeasePurged says the session's lease was purged already (by its owner,
-// which gave it up so): a request fewer, and the last one, after the
-// others.
-func LeasePurged() DeleteOption { return func(o *deleteOptions) { o.leaseGone = true } }
+// LeaseLeft says the caller holds the session's lease and releases it
+// itself once the removal is done: DeleteSession leaves it. Released
+// before, the lease would let another process claim the id while its
+// store is being removed, and the removal delete what that claim wrote.
+func LeaseLeft() DeleteOption { return func(o *deleteOptions) { o.leaseGone = true } }
 
 // DeleteSession removes the session's work stream, event stream, KV bucket
 // (or its keys in the shared bucket), object store, what the archive holds

@@ -103,9 +103,9 @@ type lease struct {
 	// record of a session.
 	made bool
 	// purge makes release purge the entry, leaving no marker: the session
-	// is being removed from the store; purged says it did
-	// (broker.LeasePurged).
-	purge, purged bool
+	// was removed from the store (its holder releases it after the
+	// removal: broker.LeaseLeft).
+	purge bool
 }
 
 var hostName = func() string {
@@ -400,7 +400,7 @@ func (l *lease) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.purge {
-		l.purged = l.kv.Purge(ctx, l.id, jetstream.LastRevision(l.rev)) == nil
+		_ = l.kv.Purge(ctx, l.id, jetstream.LastRevision(l.rev))
 		return
 	}
 	_ = l.kv.Delete(ctx, l.id, jetstream.LastRevision(l.rev))

@@ -378,16 +378,13 @@ func (p *preparer) discard(ps *preparedStore) {
 func (p *preparer) remove(id string, l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l.purge = true
-	l.release()
-	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters()}
+	opts := []broker.DeleteOption{broker.NotArchived(), broker.NoDeadLetters(), broker.LeaseLeft()}
 	if l.bucket != nil && l.bucket.Shared() {
 		opts = append(opts, broker.SharedBucketOnly(p.bgStream()))
 	}
-	if l.purged {
-		opts = append(opts, broker.LeasePurged())
-	}
 	_ = broker.DeleteSession(ctx, p.js(), id, opts...)
+	l.purge = true
+	l.release() // after: held while its store goes
 }
 
 // bgStream is the shared bucket's stream through the connection

@@ -108,3 +108,59 @@ func TestDurableRunRequests(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "wrote a last snapshot of a session removed at its end")
 }
+
+// TestLeaseReleasedAfterRemoval: a successful session's lease is released
+// once its store is removed, not before: while its keys (in the shared
+// bucket) or its bucket (its own) are being removed, no other process can
+// claim the id and have what its claim writes removed with them.
+func TestLeaseReleasedAfterRemoval(t *testing.T) {
+	r := newRun(t)
+	nc, err := r.broker.NewConn()
+	require.NoError(t, err)
+	defer nc.Close()
+	const mark = "test.mark"
+	msgs := make(chan *nats.Msg, 256)
+	for _, subj := range []string{"$JS.API.STREAM.>", "$KV." + broker.LeaseBucket + ".>", mark} {
+		sub, err := nc.ChanSubscribe(subj, msgs)
+		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	require.NoError(t, nc.Flush())
+	// steps runs a durable pipeline under id (generated when empty) to its
+	// end, its store removed, and returns the removal's steps in the
+	// order the server saw them.
+	steps := func(id string) (string, []string) {
+		cfg := r.durable(`digraph p { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`, id)
+		cfg.Checkpoint = &session.CheckpointPolicy{} // removed at its end, not archived
+		s, rep := r.runSession(cfg)
+		require.Equal(t, "success", rep.Status)
+		id = s.ID()
+		require.NoError(t, session.AwaitRemoval(context.Background(), r.broker, id))
+		require.NoError(t, r.broker.Conn().Publish(mark, nil))
+		var got []string
+		for {
+			select {
+			case m := <-msgs:
+				switch {
+				case m.Subject == mark:
+					return id, got
+				case m.Subject == "$KV."+broker.LeaseBucket+"."+id && m.Header.Get("KV-Operation") != "":
+					got = append(got, "lease released")
+				case m.Subject == "$JS.API.STREAM.PURGE.KV_"+broker.SharedName && strings.Contains(string(m.Data), "."+id+"."):
+					got = append(got, "keys purged")
+				case m.Subject == "$JS.API.STREAM.DELETE.KV_"+broker.KVName(id):
+					got = append(got, "bucket deleted")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the mark did not arrive")
+			}
+		}
+	}
+	// The process's first pipeline under a generated id: a bucket of its own.
+	id, got := steps("")
+	require.Equal(t, []string{"bucket deleted", "lease released"}, got, "session %s", id)
+	// A named pipeline: its keys in the shared bucket, removed in the
+	// background.
+	_, got = steps("named1")
+	require.Equal(t, []string{"keys purged", "lease released"}, got)
+}

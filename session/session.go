@@ -218,28 +218,40 @@ type Session struct {
 	// through that preparer's handle of the bucket's stream, in the
 	// background like a prepared store's.
 	sharedIn *preparer
-	// leaseLater: the lease is released by cleanup, with the store's
-	// removal in the background (a removed session in the shared bucket:
-	// on a prepared store, or named).
+	// leaseLater: the lease is released by cleanup once the store is
+	// removed (a successful session whose policy keeps nothing), in the
+	// background for a session in the shared bucket (on a prepared store,
+	// or named): held meanwhile, no other process claims the id while its
+	// store is being removed.
 	leaseLater bool
+	// unstarted: a start that failed; removeUnstarted releases the lease
+	// once what the start wrote is removed.
+	unstarted bool
 }
 
 // abandon stops a session whose start failed before it was recorded, and
 // removes what it wrote to the store: an unrecorded session leaves
 // nothing behind.
 func (s *Session) abandon() {
+	s.unstarted = true // Stop leaves the lease to removeUnstarted
 	s.Stop()
 	s.removeUnstarted()
 }
 
 // removeUnstarted removes what a new durable session whose start failed
-// wrote to the store.
+// wrote to the store, and then releases its lease (s.unstarted: closeEvents
+// left it): held meanwhile, no other process claims the id while what
+// the start wrote is removed.
 func (s *Session) removeUnstarted() {
-	if s.created && s.cfg.Durable {
+	if s.created && s.cfg.Durable && !s.leaseGone.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id)
+		_ = broker.DeleteSession(ctx, s.cfg.Broker.JetStream(), s.id, broker.LeaseLeft())
+		if s.lease != nil {
+			s.lease.purge = true
+		}
 	}
+	s.lease.release()
 }
 
 // StartError is the error of a Start that failed: the session's id (the
@@ -869,6 +881,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		if starting != nil {
 			// Sent: read back, and what it recorded removed.
 			_ = s.jr.finishStart(starting.t)
+			s.unstarted = true
 			s.closeEvents()
 			s.removeUnstarted()
 			return nil, err
@@ -1157,7 +1170,7 @@ func (s *Session) Stop() {
 			// the background with the removal, for a session in the
 			// shared bucket (remover).
 			s.lease.purge = true
-			s.leaseLater = s.remover() != nil
+			s.leaseLater = true
 		}
 		s.closeEvents()
 		s.cleanup()
@@ -1252,7 +1265,7 @@ func (s *Session) removed() bool {
 func (s *Session) cleanup() {
 	release := func() {} // the lease: released by closeEvents
 	if s.leaseLater {
-		release = s.lease.release // with the removal
+		release = s.lease.release // after the removal
 	}
 	if !s.removed() || s.report.result().Status != "success" {
 		release()
@@ -1291,11 +1304,8 @@ func (s *Session) cleanup() {
 			known = append(known, broker.NoObjects())
 		}
 	}
+	known = append(known, broker.LeaseLeft()) // released after, purged
 	remove := func() {
-		release()
-		if s.lease != nil && s.lease.purged {
-			known = append(known, broker.LeasePurged())
-		}
 		js := s.cfg.Broker.JetStream()
 		if s.prepared != nil {
 			js = s.prepared.js() // the background's connection
@@ -1303,6 +1313,7 @@ func (s *Session) cleanup() {
 		if err := broker.DeleteSession(ctx, js, s.id, known...); err != nil {
 			s.cfg.Logger.Warn("session: removing the store of a successful session", "session", s.id, "err", err)
 		}
+		release()
 	}
 	if p := s.remover(); p != nil && p.removeLater(s.id, func() {
 		defer cancel()
@@ -1335,7 +1346,7 @@ func (s *Session) closeEvents() {
 	}
 	close(s.events)
 	<-s.loopDone
-	if !s.leaseLater {
+	if !s.leaseLater && !s.unstarted {
 		s.lease.release()
 	}
 }
