@@ -137,6 +137,7 @@ type journal struct {
 	lingerOff   bool                // flushed: linger writes nothing more
 	writing     bool                // the writer goroutine runs
 	wwg         sync.WaitGroup      // the writer goroutine
+	holdWriter  chan struct{}       // a test's: the writer goroutine waits for it to close before it starts
 	wmu         sync.Mutex          // writes of the bucket, and the fence (lock order: wmu, then mu)
 	written     []writtenEntry      // the journal entries written since the last compaction (guarded by wmu)
 	maintaining bool                // the upkeep goroutine runs (maintainLocked)

@@ -182,6 +182,9 @@ func (j *journal) sendEarly(t *taken) {
 // given (its committer took it and holds j.wmu for it: startWriterLocked).
 func (j *journal) writer(first *taken) {
 	defer j.wwg.Done()
+	if j.holdWriter != nil {
+		<-j.holdWriter
+	}
 	if first != nil {
 		if j.writeBatch(first) == nil {
 			releaseRecords(first.recs)

@@ -15,10 +15,11 @@ import (
 // A committer whose journal has no writer running sends its record itself
 // before it starts the writer (startWriterLocked): the record is on its
 // way when CommitAsync returns, whenever the writer goroutine gets to run.
-// Here the writer cannot run at all (the test holds the journal's state
-// lock, which it needs before it writes anything), and the record is
+// Here the writer goroutine cannot start (holdWriter), and the record is
 // stored all the same; the committer is told once the writer has read its
-// acknowledgement.
+// acknowledgement. (The test used to hold the journal's state lock from
+// after CommitAsync returned: a writer that ran first, its round trip and
+// all, told the committer before — once under CI's load.)
 func TestCommitterSendsItsRecord(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -31,8 +32,8 @@ func TestCommitterSendsItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = w.Stop() }()
 	told := make(chan error, 1)
+	j.holdWriter = make(chan struct{}) // no writer starts until the record is checked
 	j.CommitAsync(ctx, &actors.Commit{Node: "a", Firing: 1, Status: "success"}, func(err error) { told <- err })
-	j.mu.Lock() // no writer gets past this until the record is checked
 	stored := time.After(10 * time.Second)
 	for stored != nil {
 		select {
@@ -52,7 +53,7 @@ func TestCommitterSendsItsRecord(t *testing.T) {
 		t.Fatalf("told (%v) before the writer read the acknowledgement", err)
 	default:
 	}
-	j.mu.Unlock()
+	close(j.holdWriter)
 	select {
 	case err := <-told:
 		require.NoError(t, err)
