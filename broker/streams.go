@@ -216,12 +216,6 @@ func SessionOfStream(name, description string) (session string, ok bool) {
 	return "", false
 }
 
-// eventsDescription is the description a session's event stream is made
-// with.
-func eventsDescription(session string) string {
-	return "switchyard session " + session + ": recent events"
-}
-
 // objectsDescription is the description a session's object store is made
 // with.
 func objectsDescription(session string) string {
@@ -456,7 +450,7 @@ func EnsureEventStream(ctx context.Context, js jetstream.JetStream, session stri
 	s, err := placed(ctx, func() (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        EventStreamName(session),
-			Description: eventsDescription(session),
+			Description: "switchyard session " + session + ": recent events",
 			Subjects:    []string{AllEvents(session)},
 			Storage:     st.js(),
 			MaxMsgs:     r.MaxMsgs,

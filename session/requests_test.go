@@ -45,14 +45,11 @@ func TestDurableRunRequests(t *testing.T) {
 	// requests runs a durable pipeline id to its end, its store removed,
 	// and returns the API requests its run sent: the runtime's connection
 	// sent them before the mark, which reaches the watcher after them.
-	requests := func(id string, dot ...string) []string {
+	const withAgent = `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
+	requests := func(id, src string) []string {
 		mu.Lock()
 		seen = nil
 		mu.Unlock()
-		src := `digraph p { start [shape=Mdiamond]; a [prompt="a"]; exit [shape=Msquare]; start -> a -> exit }`
-		if len(dot) > 0 {
-			src = dot[0]
-		}
 		cfg := r.durable(src, id)
 		cfg.Checkpoint = &session.CheckpointPolicy{}
 		rep := r.runConfig(cfg)
@@ -72,9 +69,9 @@ func TestDurableRunRequests(t *testing.T) {
 	snaps, err := nc.SubscribeSync("$KV." + broker.KVName("req2") + ".checkpoint.latest")
 	require.NoError(t, err)
 	require.NoError(t, nc.Flush())
-	first := requests("req1")
+	first := requests("req1", withAgent)
 	require.Contains(t, first, "$JS.API.STREAM.INFO.KV_"+broker.LeaseBucket, "the first start finds the lease bucket")
-	got := requests("req2")
+	got := requests("req2", withAgent)
 	has := func(prefix string) bool {
 		for _, s := range got {
 			if strings.HasPrefix(s, prefix) {

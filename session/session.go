@@ -1165,10 +1165,10 @@ func (s *Session) Stop() {
 		}
 		s.releaseFinished()
 		if s.lease != nil && s.removed() {
-			// Its store goes (cleanup): the lease is purged, not deleted,
-			// which leaves nothing for the removal to purge after — in
-			// the background with the removal, for a session in the
-			// shared bucket (remover).
+			// Its store goes (cleanup): the lease is purged, not deleted
+			// (no marker left), once the store is removed — in the
+			// background with the removal, for a session in the shared
+			// bucket (remover).
 			s.lease.purge = true
 			s.leaseLater = true
 		}
@@ -1304,7 +1304,9 @@ func (s *Session) cleanup() {
 			known = append(known, broker.NoObjects())
 		}
 	}
-	known = append(known, broker.LeaseLeft()) // released after, purged
+	if s.lease != nil {
+		known = append(known, broker.LeaseLeft()) // released after, purged
+	}
 	remove := func() {
 		js := s.cfg.Broker.JetStream()
 		if s.prepared != nil {
