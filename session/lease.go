@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard/switchyard/actors"
@@ -492,34 +493,84 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	}
 	// The id key first: the owner's mark below stays the bucket's latest
 	// write, which the journal's fence starts from.
-	// Retried like the mark: a bucket just made on a cluster may not answer
-	// yet (no responders while its leader is elected).
 	var mine []byte
 	if created && cfg.generated && l.made {
 		// A generated id's store, made without asking whether the store
 		// held the id: the key written is the proof that it did not.
 		mine = actors.NewIDKey()
 	}
-	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		var err error
-		l.idKey, err = idKey(ctx, kv, l.made, mine)
-		return err
-	})
-	if err != nil {
-		l.release()
-		return nil, fmt.Errorf("session: %w", err)
-	}
 	data, _ := json.Marshal(l.owner)
-	var seq uint64
-	err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
-		var err error
-		seq, err = kv.Put(ctx, ownerKey, data)
-		return err
-	})
-	if err != nil {
-		l.release()
-		return nil, fmt.Errorf("session: checkpoint store: %w", err)
+	seq, ok := claimAtOnce(ctx, js, kv, l, mine, data)
+	if !ok {
+		// Retried like the mark: a bucket just made on a cluster may not
+		// answer yet (no responders while its leader is elected).
+		err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			var err error
+			l.idKey, err = idKey(ctx, kv, l.made, mine)
+			return err
+		})
+		if err != nil {
+			l.release()
+			return nil, fmt.Errorf("session: %w", err)
+		}
+		err = broker.Retry(ctx, 5*time.Second, func(ctx context.Context) error {
+			var err error
+			seq, err = kv.Put(ctx, ownerKey, data)
+			return err
+		})
+		if err != nil {
+			l.release()
+			return nil, fmt.Errorf("session: checkpoint store: %w", err)
+		}
 	}
 	l.bucket, l.fence = kv, seq
 	return l, nil
+}
+
+// claimAtOnce writes, in one round trip, the id key and this owner's mark
+// (data) into a store that is new to the session (claim made its bucket,
+// or its keys in the shared bucket): the key (mine, or a new one) created,
+// then the mark, created as well — each written only if its key holds
+// nothing. It returns the mark's sequence, and false when the store is not
+// new (l.made), or when either write was refused or not answered: a
+// leftover of a start that crashed there, an id met by chance, a bucket
+// just made whose leader is not elected yet. The caller then writes them
+// one after the other as for any store (idKey, then the mark), which
+// reads what is there and writes the mark again, last: what this call
+// stored is this owner's, and the same writes again.
+func claimAtOnce(ctx context.Context, js jetstream.JetStream, kv *broker.SessionBucket, l *lease, mine, data []byte) (uint64, bool) {
+	if !l.made {
+		return 0, false
+	}
+	key := mine
+	if key == nil {
+		key = actors.NewIDKey()
+	}
+	var acks [2]jetstream.PubAckFuture
+	for i, w := range [2]struct {
+		key  string
+		data []byte
+	}{{idKeyKey, key}, {ownerKey, data}} {
+		m := nats.NewMsg(kv.Subject(w.key))
+		m.Data = w.data
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		f, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return 0, false
+		}
+		acks[i] = f
+	}
+	var seq uint64
+	for _, f := range acks {
+		select {
+		case ack := <-f.Ok():
+			seq = ack.Sequence
+		case <-f.Err():
+			return 0, false
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+	l.idKey = key
+	return seq, true
 }

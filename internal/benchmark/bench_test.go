@@ -64,6 +64,19 @@ func BenchmarkChain(b *testing.B) {
 	}
 }
 
+// BenchmarkChainNamed is BenchmarkChain's 10-node durable pipeline, each
+// Run under a session id of its own choosing (bench's named-sessions row).
+func BenchmarkChainNamed(b *testing.B) {
+	e := env(b)
+	t0 := cpuTime(b)
+	d, err := benchmark.ChainNamed(ctx(b), e, 10, b.N)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(d)/1e3, "µs/node")
+	b.ReportMetric(float64(cpuTime(b)-t0)/1e3/float64(b.N*10), "cpu-µs/node")
+}
+
 func BenchmarkRawNATSChain(b *testing.B) {
 	e := env(b)
 	for _, n := range []int{10, 100, 1000} {

@@ -41,6 +41,13 @@ func Chain(ctx context.Context, env *Env, n, passes int, durable bool) (time.Dur
 	return time.Duration(median(per)), err
 }
 
+// ChainNamed is Chain of durable Runs each under a session id of its
+// caller's (chainNamed).
+func ChainNamed(ctx context.Context, env *Env, n, passes int) (time.Duration, error) {
+	per, err := chainNamed(ctx, env, n, passes)
+	return time.Duration(median(per)), err
+}
+
 // chain is Chain's wall time per node of every pass, in ns.
 func chain(ctx context.Context, env *Env, n, passes int, durable bool) ([]float64, error) {
 	return chainRuns(ctx, env, n, passes, durable, false)
