@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
+	"github.com/switchyard/switchyard/internal/crash"
 )
 
 // One session, one runner. A durable session is run by the process that
@@ -559,6 +560,9 @@ func claimAtOnce(ctx context.Context, js jetstream.JetStream, kv *broker.Session
 			return 0, false
 		}
 		acks[i] = f
+		if i == 0 {
+			crash.Point("claim-key-sent") // the id key on its way, the mark not yet
+		}
 	}
 	var seq uint64
 	for _, f := range acks {
