@@ -259,7 +259,12 @@ func Archived(ctx context.Context, js jetstream.JetStream, session string) (bool
 	if err != nil {
 		return false, err
 	}
-	_, err = s.GetLastMsgForSubject(ctx, "$KV."+ArchiveName+"."+archivedMark(session))
+	return archivedIn(ctx, s, session)
+}
+
+// archivedIn reports whether the archive's stream s holds session's mark.
+func archivedIn(ctx context.Context, s jetstream.Stream, session string) (bool, error) {
+	_, err := s.GetLastMsgForSubject(ctx, "$KV."+ArchiveName+"."+archivedMark(session))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}

@@ -186,3 +186,41 @@ func mustArchived(t *testing.T, js jetstream.JetStream) []string {
 func summary(entries map[string][]byte) []byte {
 	return []byte("meta " + string(entries["session.meta"]))
 }
+
+// TestBrokerArchived: Broker.Archived answers as the package's Archived
+// does, through the archive's stream as it last found it: a store with no
+// archive says no; a session archived since (the archive made then) is
+// seen, and so is the next one archived; the archive deleted (an
+// operator's doing), it says no again, and sees the archive made anew.
+func TestBrokerArchived(t *testing.T) {
+	b := brokertest.Start(t)
+	js := b.JetStream()
+	archive := func(id string) {
+		t.Helper()
+		kv, err := broker.SessionKV(ctx(t), js, id, broker.FileStorage, broker.Fresh())
+		require.NoError(t, err)
+		_, err = kv.Put(ctx(t), "session.meta", []byte(`{"id":"`+id+`"}`))
+		require.NoError(t, err)
+		require.NoError(t, broker.ArchiveSession(ctx(t), js, id, broker.FileStorage, nil))
+	}
+	archived := func(id string) bool {
+		t.Helper()
+		got, err := b.Archived(ctx(t), id)
+		require.NoError(t, err)
+		want, err := broker.Archived(ctx(t), js, id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "the broker and the package disagree on %s", id)
+		return got
+	}
+	require.False(t, archived("a1"), "no archive")
+	archive("a1")
+	require.True(t, archived("a1"))
+	require.False(t, archived("a2"))
+	archive("a2")
+	require.True(t, archived("a2"), "archived after the archive's stream was found")
+	require.NoError(t, js.DeleteStream(ctx(t), "KV_"+broker.ArchiveName))
+	require.False(t, archived("a1"), "the archive deleted")
+	archive("a3")
+	require.True(t, archived("a3"), "the archive made anew")
+	require.False(t, archived("a1"))
+}

@@ -46,6 +46,13 @@ type Broker struct {
 		replicas int
 	}
 
+	// archive is the archive bucket's stream as Archived last found it
+	// (Broker.Archived); nil when it was not found.
+	archive struct {
+		mu     sync.Mutex
+		stream jetstream.Stream
+	}
+
 	// onClose is what Close runs first, last registered first (OnClose).
 	onClose struct {
 		mu     sync.Mutex
@@ -221,6 +228,43 @@ func (b *Broker) ForgetLeases() {
 	b.leases.mu.Lock()
 	b.leases.kv, b.leases.replicas = nil, 0
 	b.leases.mu.Unlock()
+}
+
+// Archived reports whether the archive holds session (the package
+// function Archived), through the archive's stream as this broker last
+// found it: a store that has an archive answers in one request, not two
+// (the stream's lookup, then its last mark of the session). Each answer
+// is the server's at the time of the request — a session archived since,
+// by this process or another, is seen. A stream not found is looked up
+// again at each call (it is made by the first archiving); a request that
+// fails through the handle (the stream deleted, an operator's `gc` or a
+// test) looks the stream up again.
+func (b *Broker) Archived(ctx context.Context, session string) (bool, error) {
+	b.archive.mu.Lock()
+	s := b.archive.stream
+	b.archive.mu.Unlock()
+	if s != nil {
+		archived, err := archivedIn(ctx, s, session)
+		if err == nil {
+			return archived, nil
+		}
+		b.archive.mu.Lock()
+		if b.archive.stream == s {
+			b.archive.stream = nil
+		}
+		b.archive.mu.Unlock()
+	}
+	s, err := b.js.Stream(ctx, "KV_"+ArchiveName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	b.archive.mu.Lock()
+	b.archive.stream = s
+	b.archive.mu.Unlock()
+	return archivedIn(ctx, s, session)
 }
 
 // JetStream is the JetStream context of the broker's connection.

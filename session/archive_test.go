@@ -109,6 +109,9 @@ func TestCompletedSessionsArchived(t *testing.T) {
 	_, err = session.Start(ctx, cfg)
 	require.ErrorContains(t, err, "a1 already exists in the store")
 	require.ElementsMatch(t, after1, streams(), "the refused start leaves no work stream or bucket (both made while the archive was asked)")
+	inShared, err := broker.SharedSessions(ctx, js)
+	require.NoError(t, err)
+	require.NotContains(t, inShared, "a1", "the refused start leaves no key in the shared bucket (its claim written while the archive was asked)")
 
 	// A resume completes at once, and leaves it archived again.
 	cfg = r.config(r.load(src))
