@@ -122,12 +122,6 @@ func findShared(ctx context.Context, js jetstream.JetStream, session string) (*S
 	return b, nil
 }
 
-// PurgeShared removes every key of session from the shared bucket (its
-// holder's doing: the caller holds the session's lease).
-func PurgeShared(ctx context.Context, js jetstream.JetStream, session string) error {
-	return purgeShared(ctx, js, session, nil)
-}
-
 // purgeShared removes every key of session from the shared bucket (no
 // marker is left), when the bucket exists; s is its stream, nil to look
 // it up.

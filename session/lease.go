@@ -442,12 +442,6 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	var archived bool
 	var aerr error
 	var looked chan struct{}
-	if created && !cfg.generated && cfg.shared != nil {
-		if claimNamed(ctx, cfg, l, js) {
-			return l, nil
-		}
-		// Not new, or not answered: the lookups one after the other.
-	}
 	switch {
 	case created && cfg.generated:
 		// A generated id (NewID): no session had it, the archive holds
@@ -583,55 +577,4 @@ func claimAtOnce(ctx context.Context, js jetstream.JetStream, kv *broker.Session
 	}
 	l.idKey = key
 	return seq, true
-}
-
-// claimNamed claims a new pipeline under an id of its caller's in the
-// shared bucket (cfg.shared) in one round trip after its lease: whether
-// the archive holds the id, whether the id has a bucket of its own, and
-// the writes of claimAtOnce — its id key and owner's mark in the shared
-// bucket, each only if its key holds nothing there, which is what tells
-// that the shared bucket holds no session under the id — all at once. It
-// reports true when the id is new to the store: l holds the store then.
-// Otherwise (the archive or a bucket of its own holds the id, a key of it
-// is in the shared bucket, an answer did not come), what it wrote is
-// removed — the lease is held, so nobody else wrote it — and false sends
-// the claim the way that looks first (SessionKV), which tells those cases
-// apart.
-func claimNamed(ctx context.Context, cfg *Config, l *lease, js jetstream.JetStream) bool {
-	if cfg.replicas() > 1 {
-		return false // its object store is made with it (claimThen)
-	}
-	b := &broker.SessionBucket{KV: cfg.shared, Prefix: cfg.ID + "."}
-	data, _ := json.Marshal(l.owner)
-	var archived, ownFound bool
-	var aerr, oerr error
-	looked := make(chan struct{}, 2)
-	go func() {
-		archived, aerr = cfg.Broker.Archived(ctx, cfg.ID)
-		looked <- struct{}{}
-	}()
-	go func() {
-		_, oerr = js.KeyValue(ctx, broker.KVName(cfg.ID))
-		if errors.Is(oerr, jetstream.ErrBucketNotFound) {
-			oerr = nil
-		} else if oerr == nil {
-			ownFound = true
-		}
-		looked <- struct{}{}
-	}()
-	l.made = true // for claimAtOnce: the store is new to the session if both writes are
-	seq, wrote := claimAtOnce(ctx, js, b, l, nil, data)
-	<-looked
-	<-looked
-	if wrote && !archived && !ownFound && aerr == nil && oerr == nil {
-		l.bucket, l.fence = b, seq
-		return true
-	}
-	l.made, l.idKey = false, nil
-	if wrote {
-		if err := broker.PurgeShared(ctx, js, cfg.ID); err != nil && cfg.Logger != nil {
-			cfg.Logger.Warn("session: removing the keys of a claim not made", "session", cfg.ID, "err", err)
-		}
-	}
-	return false
 }

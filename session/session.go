@@ -135,9 +135,6 @@ type Config struct {
 	// generated: the id was generated here (NewID), so no session of the
 	// store has it (broker.Generated).
 	generated bool
-	// shared: the shared bucket a new pipeline under an id of its
-	// caller's is offered (sharedFor; claimNamed).
-	shared jetstream.KeyValue
 
 	// Replicas is how many copies JetStream keeps of a durable session's
 	// stream, buckets and object store (3 on a cluster survives the loss of
@@ -651,7 +648,6 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			}
 			if p, kv := sharedFor(&cfg); kv != nil {
 				fresh, shared = append(fresh, broker.InShared(kv)), p
-				cfg.shared = kv
 			}
 		}
 		var err error
