@@ -252,14 +252,21 @@ func readPacked(ctx context.Context, s jetstream.Stream, session string) ([]arch
 
 // Archived reports whether session is archived (its archive complete).
 func Archived(ctx context.Context, js jetstream.JetStream, session string) (bool, error) {
-	s, err := js.Stream(ctx, "KV_"+ArchiveName)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	s, err := archiveStream(ctx, js)
+	if s == nil || err != nil {
 		return false, err
 	}
 	return archivedIn(ctx, s, session)
+}
+
+// archiveStream is the archive bucket's stream, nil when the store has no
+// archive.
+func archiveStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	s, err := js.Stream(ctx, "KV_"+ArchiveName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	return s, err
 }
 
 // archivedIn reports whether the archive's stream s holds session's mark.

@@ -254,11 +254,8 @@ func (b *Broker) Archived(ctx context.Context, session string) (bool, error) {
 		}
 		b.archive.mu.Unlock()
 	}
-	s, err := b.js.Stream(ctx, "KV_"+ArchiveName)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	s, err := archiveStream(ctx, b.js)
+	if s == nil || err != nil {
 		return false, err
 	}
 	b.archive.mu.Lock()

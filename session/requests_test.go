@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/broker"
-	"github.com/switchyard/switchyard/nodes"
 	"github.com/switchyard/switchyard/session"
 )
 
@@ -169,101 +168,86 @@ func TestLeaseReleasedAfterRemoval(t *testing.T) {
 // key and its owner's mark in the shared bucket together, each on the
 // condition that its key holds nothing, the mark last; a store that
 // holds what a start that crashed left (a key and a mark, no record of a
-// session) is claimed all the same: the key there kept, the mark written
-// again, this owner's.
+// session) is claimed the way any existing store is: the key there kept,
+// the mark written again, this owner's.
 func TestClaimWritesKeyAndMarkAtOnce(t *testing.T) {
 	r := newRun(t)
-	held := make(chan struct{})
-	r.reg = func(reg *nodes.Registry) {
-		require.NoError(t, reg.Register(nodes.Info{Type: "custom.echo", Handler: nodes.HandlerFunc(
-			func(ctx context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-				select {
-				case <-held:
-				case <-ctx.Done():
-				}
-				return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
-			})}))
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nc, err := r.broker.NewConn()
 	require.NoError(t, err)
 	defer nc.Close()
-	writes, err := nc.SubscribeSync("$KV." + broker.SharedName + ".>")
-	require.NoError(t, err)
-	require.NoError(t, nc.Flush())
-	const src = `digraph p { start [shape=Mdiamond]; a [type="custom.echo"]; exit [shape=Msquare]; start -> a -> exit }`
-	shared, err := r.broker.JetStream().KeyValue(ctx, broker.SharedName)
-	if err != nil {
-		// The shared bucket is made by the first named pipeline: one
-		// that runs to its end makes it.
-		close(held)
-		require.Equal(t, "success", r.runConfig(r.durable(src, "claim0")).Status)
-		held = make(chan struct{})
-		shared, err = r.broker.JetStream().KeyValue(ctx, broker.SharedName)
+	const mark = "test.claimed"
+	seen := make(chan *nats.Msg, 64)
+	for _, subj := range []string{"$KV." + broker.SharedName + ".*.session.idkey", "$KV." + broker.SharedName + ".*." + broker.OwnerKey, mark} {
+		sub, err := nc.ChanSubscribe(subj, seen)
 		require.NoError(t, err)
+		defer func() { _ = sub.Unsubscribe() }()
 	}
-	// claim starts id and returns, in order, the writes of its claim
-	// (the id key's and the owner's mark's) with the condition each was
-	// sent with; the id key and the mark's owner it holds while a runs;
-	// and the lease's token.
+	require.NoError(t, nc.Flush())
+	// claim starts id, its node held, and returns the claim's writes (key
+	// and the condition each was sent with; sent before Start returned);
+	// and, while the session runs, its id key and the owner its mark
+	// names, with the token of its lease.
 	type write struct{ key, cond string }
+	// written returns id's writes seen since the last call: those sent on
+	// the runtime's connection before the mark sent on it now.
+	written := func(id string) []write {
+		require.NoError(t, r.broker.Conn().Publish(mark, nil))
+		var got []write
+		for m := range seen {
+			if m.Subject == mark {
+				break
+			}
+			if key, ok := strings.CutPrefix(m.Subject, "$KV."+broker.SharedName+"."+id+"."); ok {
+				got = append(got, write{key, m.Header.Get(jetstream.ExpectedLastSubjSeqHeader)})
+			}
+		}
+		return got
+	}
 	claim := func(id string) ([]write, []byte, session.Owner, string) {
-		s, err := session.Start(ctx, r.durable(src, id))
+		release := make(chan struct{})
+		r.waitFor(nil, release)
+		s, err := session.Start(ctx, r.durable(waits, id))
 		require.NoError(t, err)
 		defer func() {
-			close(held)
+			close(release)
 			rep, err := s.Wait(ctx)
 			require.NoError(t, err)
 			require.Equal(t, "success", rep.Status)
-			held = make(chan struct{})
 		}()
-		var got []write
-		for {
-			m, err := writes.NextMsg(5 * time.Second)
-			require.NoError(t, err, "writes seen: %v", got)
-			key := strings.TrimPrefix(m.Subject, "$KV."+broker.SharedName+"."+id+".")
-			if key == m.Subject || (key != "session.idkey" && key != broker.OwnerKey) {
-				continue
-			}
-			got = append(got, write{key, m.Header.Get(jetstream.ExpectedLastSubjSeqHeader)})
-			if key == broker.OwnerKey && m.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "" {
-				break // the mark, unconditional: the claim's last write
-			}
-			if len(got) == 2 && got[0] == (write{"session.idkey", "0"}) && got[1] == (write{broker.OwnerKey, "0"}) {
-				break // both at once
-			}
-		}
+		got := written(id)
+		shared, err := r.broker.JetStream().KeyValue(ctx, broker.SharedName)
+		require.NoError(t, err)
 		k, err := shared.Get(ctx, id+".session.idkey")
 		require.NoError(t, err)
 		e, err := shared.Get(ctx, id+"."+broker.OwnerKey)
 		require.NoError(t, err)
-		var mark session.Owner
-		require.NoError(t, json.Unmarshal(e.Value(), &mark))
+		var owner session.Owner
+		require.NoError(t, json.Unmarshal(e.Value(), &owner))
 		o, err := session.ReadOwner(ctx, r.broker, id, time.Now())
 		require.NoError(t, err)
 		require.NotNil(t, o)
-		return got, k.Value(), mark, o.Token
+		return got, k.Value(), owner, o.Token
 	}
 
-	got, _, mark, token := claim("claim1")
+	got, _, owner, token := claim("claim1")
 	require.Equal(t, []write{{"session.idkey", "0"}, {broker.OwnerKey, "0"}}, got,
 		"the id key, then the mark, each written only if nothing is there")
-	require.Equal(t, token, mark.Token, "the mark is the lease holder's")
+	require.Equal(t, token, owner.Token, "the mark is the lease holder's")
 
 	// What a start that crashed after its claim left: a key and a mark
 	// of another owner, no record of a session.
+	shared, err := r.broker.JetStream().KeyValue(ctx, broker.SharedName)
+	require.NoError(t, err)
 	left := []byte("0123456789abcdef0123456789abcdef")
 	_, err = shared.Put(ctx, "claim2.session.idkey", left)
 	require.NoError(t, err)
 	_, err = shared.Put(ctx, "claim2."+broker.OwnerKey, []byte(`{"host":"gone","pid":1,"token":"feedfacefeedface"}`))
 	require.NoError(t, err)
-	for range 2 { // the test's own writes
-		_, err := writes.NextMsg(5 * time.Second)
-		require.NoError(t, err)
-	}
-	got, key, mark, token := claim("claim2")
-	require.Equal(t, write{broker.OwnerKey, ""}, got[len(got)-1], "the mark written again, last: %v", got)
+	require.Len(t, written("claim2"), 2, "the test's own two writes")
+	got, key, owner, token := claim("claim2")
+	require.Equal(t, []write{{broker.OwnerKey, ""}}, got, "the key there read, the mark written again")
 	require.Equal(t, left, key, "the id key there is kept")
-	require.Equal(t, token, mark.Token, "the mark is the lease holder's")
+	require.Equal(t, token, owner.Token, "the mark is the lease holder's")
 }
