@@ -227,6 +227,9 @@ type Session struct {
 	// unstarted: a start that failed; removeUnstarted releases the lease
 	// once what the start wrote is removed.
 	unstarted bool
+	// unhold releases the session's hold on its broker's connection
+	// (broker.Broker.Hold).
+	unhold func()
 }
 
 // abandon stops a session whose start failed before it was recorded, and
@@ -682,6 +685,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	if cl != nil {
 		s.lease = cl // released by closeEvents, on every path from here
 	}
+	// The broker's Close drains its connection while the session runs on
+	// it (released by closeEvents too).
+	s.unhold = cfg.Broker.Hold()
 	s.prepared, s.sharedIn = prepared, sharedIn
 	s.jr = newJournal(cfg.LogsDir, cfg.ID, cfg.Graph.Name, cfg.Clock)
 	if k := cfg.Broker.JournalKeep(); k > 0 {
@@ -1351,6 +1357,7 @@ func (s *Session) closeEvents() {
 	if !s.leaseLater && !s.unstarted {
 		s.lease.release()
 	}
+	s.unhold()
 }
 
 // leaseLost ends a session another process took over: it can write
