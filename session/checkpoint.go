@@ -422,7 +422,7 @@ func (j *journal) writeFile(cp *Checkpoint, seq uint64, nodes []string) (uint64,
 		if err != nil {
 			return 0, err
 		}
-		if err := writeFileAtomic(path, data); err != nil {
+		if err := writeFileAtomic(path, data, true); err != nil {
 			return 0, err
 		}
 	}
@@ -821,8 +821,10 @@ func (j *journal) saveLocked() error {
 }
 
 // writeFileAtomic writes data to a temporary file and renames it over path,
-// so a crash leaves either the old or the new checkpoint, never a torn one.
-func writeFileAtomic(path string, data []byte) error {
+// so a crash leaves either the old or the new checkpoint, never a torn one;
+// with sync, the data is on disk before the rename (the file is the
+// session's record: a session that is not durable).
+func writeFileAtomic(path string, data []byte, sync bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -831,7 +833,10 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	_, werr := f.Write(data)
-	serr := f.Sync()
+	var serr error
+	if sync {
+		serr = f.Sync()
+	}
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
 		os.Remove(f.Name())
