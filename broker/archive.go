@@ -475,7 +475,7 @@ func ArchiveSession(ctx context.Context, js jetstream.JetStream, session string,
 	// The session's own resources go once the archive is complete.
 	return parallel(func() error {
 		if shared {
-			if err := purgeShared(ctx, js, session, nil); err != nil {
+			if err := purgeShared(ctx, js, session, nil, true); err != nil {
 				return fmt.Errorf("broker: archive %s: purge its keys of bucket %s: %w", session, SharedName, err)
 			}
 			return nil

@@ -570,6 +570,9 @@ type deleteOptions struct {
 	// whose stream is sharedStream when the caller has it.
 	own, shared  bool
 	sharedStream jetstream.Stream
+	// anchor: write the shared bucket's anchor before the purge
+	// (AnchorShared).
+	anchor bool
 }
 
 // OwnBucketOnly says the session has a bucket of its own, so nothing of it
@@ -582,6 +585,14 @@ func OwnBucketOnly() DeleteOption { return func(o *deleteOptions) { o.own = true
 func SharedBucketOnly(stream jetstream.Stream) DeleteOption {
 	return func(o *deleteOptions) { o.shared, o.sharedStream = true, stream }
 }
+
+// AnchorShared has the shared bucket's anchor — a key of no session —
+// written before the session's keys are purged from it, so that the purge
+// does not leave the bucket's stream empty (the server then removes its
+// last block file and makes another for the next write). For a session
+// whose keys were likely the bucket's last writes: a named pipeline, with
+// no store prepared after it.
+func AnchorShared() DeleteOption { return func(o *deleteOptions) { o.anchor = true } }
 
 // NotArchived says the archive holds nothing of the session (three
 // requests fewer): the process that created it and ran it to its end
@@ -659,7 +670,7 @@ func DeleteSession(ctx context.Context, js jetstream.JetStream, session string, 
 		fs = append(fs, del("bucket "+KVName(session), func() error { return js.DeleteKeyValue(ctx, KVName(session)) }))
 	}
 	if !o.own {
-		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session, o.sharedStream) }))
+		fs = append(fs, del("keys of "+session+" in bucket "+SharedName, func() error { return purgeShared(ctx, js, session, o.sharedStream, o.anchor) }))
 	}
 	if !o.noObjects {
 		fs = append(fs,

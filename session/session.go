@@ -1287,6 +1287,12 @@ func (s *Session) cleanup() {
 			st = s.sharedIn.stream(s.cfg.Broker)
 		}
 		known = append(known, broker.SharedBucketOnly(st))
+		if s.prepared == nil {
+			// A named pipeline: its keys were likely the bucket's last
+			// writes (a prepared store's are written after the session
+			// that took the one before it).
+			known = append(known, broker.AnchorShared())
+		}
 	} else if s.created {
 		known = append(known, broker.OwnBucketOnly()) // made here, of its own
 	}
