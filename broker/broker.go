@@ -340,7 +340,7 @@ func (b *Broker) Hold() (release func()) {
 // received. Otherwise it flushes what was published and closes it: nats.go's
 // drain polls every 10 ms, twice, for the connection's subscriptions and
 // then its request multiplexer to finish, which cost every command about
-// 20 ms at exit (a fifth of `run hello.dot`) with nothing left to drain.
+// 20 ms at exit (a quarter of `run hello.dot`) with nothing left to drain.
 // What must be kept is published through JetStream and its acknowledgement
 // awaited (as the runtime does): a core NATS publish that a stream
 // captures is stored by the server after the flush.

@@ -144,7 +144,8 @@ func anchorShared(ctx context.Context, js jetstream.JetStream) error {
 
 // purgeShared removes every key of session from the shared bucket (no
 // marker is left), when the bucket exists; s is its stream, nil to look
-// it up. With anchor, the bucket's anchor is written first (sharedAnchor).
+// it up. With anchor, the bucket's anchor is written first, if it can be
+// (sharedAnchor).
 func purgeShared(ctx context.Context, js jetstream.JetStream, session string, s jetstream.Stream, anchor bool) error {
 	if s == nil {
 		var err error
@@ -157,9 +158,9 @@ func purgeShared(ctx context.Context, js jetstream.JetStream, session string, s 
 		}
 	}
 	if anchor {
-		if err := anchorShared(ctx, js); err != nil {
-			return err
-		}
+		// At best: the purge goes on without it (a server that refused
+		// the roll-up, a request that timed out).
+		_ = anchorShared(ctx, js)
 	}
 	return s.Purge(ctx, jetstream.WithPurgeSubject("$KV."+SharedName+"."+session+".>"))
 }

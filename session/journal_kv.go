@@ -882,7 +882,7 @@ func (j *journal) writeSnapshot(ctx context.Context, cp *Checkpoint) error {
 	// session's record (a resume reads it there), and the embedded store
 	// leaves syncing its own files to the system as well (nats-server's
 	// sync interval). The rename still leaves a whole file after a crash
-	// of the process. Syncing it was a fifth of `run hello.dot`'s end.
+	// of the process. Syncing it was 4.7 ms of `run hello.dot`'s end.
 	pretty, _ := json.MarshalIndent(cp, "", "  ")
 	return writeFileAtomic(j.dir+"/checkpoint.json", pretty, false)
 }
