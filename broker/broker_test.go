@@ -353,33 +353,6 @@ func TestSibling(t *testing.T) {
 	require.Equal(t, broker.StreamName("s1"), ack.Stream)
 }
 
-// blockedHandler subscribes on nc a handler that blocks on the first
-// message until release is closed, counting the messages it handled; it
-// publishes two messages and returns once the first is being handled
-// (the second waits in the subscription: received, not handled).
-func blockedHandler(t *testing.T, nc *nats.Conn) (handled func() int, release chan struct{}) {
-	t.Helper()
-	var mu sync.Mutex
-	n := 0
-	entered, release := make(chan struct{}), make(chan struct{})
-	_, err := nc.Subscribe("test.close", func(*nats.Msg) {
-		mu.Lock()
-		n++
-		first := n == 1
-		mu.Unlock()
-		if first {
-			close(entered)
-			<-release
-		}
-	})
-	require.NoError(t, err)
-	require.NoError(t, nc.Publish("test.close", []byte("1")))
-	require.NoError(t, nc.Publish("test.close", []byte("2")))
-	require.NoError(t, nc.Flush()) // both are at the subscription: the server sent them before its PONG
-	recv(t, entered, 10*time.Second, "the first message")
-	return func() int { mu.Lock(); defer mu.Unlock(); return n }, release
-}
-
 // Close drains the connection while work holds it — what its
 // subscriptions received is handled before it closes — and otherwise
 // closes it without waiting for them (nats.go's drain polls, 20 ms at every
@@ -389,7 +362,7 @@ func TestCloseDrainsOnlyWhileHeld(t *testing.T) {
 		b := brokertest.Start(t)
 		release := b.Hold()
 		defer release()
-		handled, unblock := blockedHandler(t, b.Conn())
+		handled, unblock := brokertest.BusySubscriber(t, b.Conn())
 		closed := make(chan error, 1)
 		go func() { closed <- b.Close() }()
 		eventually(t, 10*time.Second, time.Millisecond, func() (bool, string) {
@@ -405,7 +378,7 @@ func TestCloseDrainsOnlyWhileHeld(t *testing.T) {
 		release := b.Hold()
 		release()
 		release() // more calls do nothing
-		_, unblock := blockedHandler(t, b.Conn())
+		_, unblock := brokertest.BusySubscriber(t, b.Conn())
 		defer close(unblock)
 		closed := make(chan error, 1)
 		go func() { closed <- b.Close() }()

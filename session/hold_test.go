@@ -2,45 +2,14 @@ package session_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard/switchyard/internal/brokertest"
 	"github.com/switchyard/switchyard/session"
 )
-
-// busySubscriber subscribes on nc a handler that blocks on the first of two
-// messages until unblock is closed, and returns once it does: the second
-// message waits at the subscription, received and not handled.
-func busySubscriber(t *testing.T, nc *nats.Conn) (handled func() int, unblock chan struct{}) {
-	t.Helper()
-	var mu sync.Mutex
-	n := 0
-	entered, unblock := make(chan struct{}), make(chan struct{})
-	_, err := nc.Subscribe("test.busy", func(*nats.Msg) {
-		mu.Lock()
-		n++
-		first := n == 1
-		mu.Unlock()
-		if first {
-			close(entered)
-			<-unblock
-		}
-	})
-	require.NoError(t, err)
-	require.NoError(t, nc.Publish("test.busy", nil))
-	require.NoError(t, nc.Publish("test.busy", nil))
-	require.NoError(t, nc.Flush())
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the subscriber got no message")
-	}
-	return func() int { mu.Lock(); defer mu.Unlock(); return n }, unblock
-}
 
 // closeBroker closes r's broker on another goroutine and returns its result.
 func closeBroker(r *run) chan error {
@@ -68,7 +37,7 @@ func TestSessionHoldsItsBrokerUntilStopped(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Stop()
 		<-entered
-		handled, unblock := busySubscriber(t, r.broker.Conn())
+		handled, unblock := brokertest.BusySubscriber(t, r.broker.Conn())
 		nc := r.broker.Conn()
 		closed := closeBroker(r)
 		require.Eventually(t, func() bool { return nc.IsDraining() || nc.IsClosed() }, 10*time.Second, time.Millisecond, "Close has not begun")
@@ -87,7 +56,7 @@ func TestSessionHoldsItsBrokerUntilStopped(t *testing.T) {
 		s, rep := r.runSession(r.durable(`digraph d { start [shape=Mdiamond]; exit [shape=Msquare]; start -> exit }`, "done"))
 		require.Equal(t, "success", rep.Status)
 		s.Stop()
-		_, unblock := busySubscriber(t, r.broker.Conn())
+		_, unblock := brokertest.BusySubscriber(t, r.broker.Conn())
 		defer close(unblock)
 		closed := closeBroker(r)
 		select {
