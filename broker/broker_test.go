@@ -388,3 +388,43 @@ func TestCloseDrainsOnlyWhileHeld(t *testing.T) {
 		require.False(t, b.Server().Running())
 	})
 }
+
+// Unheard says a subject is unheard only when nothing on the embedded
+// server listens to it: a stream's subjects are heard from its making,
+// after a restart of the server too, until it is deleted; a client's
+// wildcard makes everything heard; an external server hears everything.
+func TestUnheardOnlyWhereNothingListens(t *testing.T) {
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	b, err := broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	subj := "$KV." + broker.KVName("s1") + "." + broker.OwnerKey
+	require.True(t, b.Unheard(subj), "no bucket yet")
+	_, err = broker.SessionKV(ctx(t), b.JetStream(), "s1", broker.FileStorage)
+	require.NoError(t, err)
+	require.False(t, b.Unheard(subj), "its bucket's stream listens")
+	require.NoError(t, b.Close())
+
+	b, err = broker.Start(ctx(t), cfg)
+	require.NoError(t, err)
+	defer b.Close()
+	require.False(t, b.Unheard(subj), "the stream recovered at the restart listens")
+	require.NoError(t, b.JetStream().DeleteStream(ctx(t), "KV_"+broker.KVName("s1")))
+	require.True(t, b.Unheard(subj), "deleted")
+
+	nc, err := b.NewConn()
+	require.NoError(t, err)
+	sub, err := nc.SubscribeSync(">")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	require.False(t, b.Unheard(subj), "a client's wildcard listens")
+	require.NoError(t, sub.Unsubscribe())
+	nc.Close()
+
+	srv := external(t, t.TempDir(), "127.0.0.1:0")
+	defer srv.Close()
+	ext, err := broker.Start(ctx(t), broker.Config{URL: srv.ClientURL(), Token: "admin-tok"})
+	require.NoError(t, err)
+	defer ext.Close()
+	require.False(t, ext.Unheard("nothing.listens.here"), "an external server cannot tell")
+}

@@ -47,7 +47,14 @@ type options struct {
 	// generated: its id is new (Generated).
 	shared    jetstream.KeyValue
 	generated bool
+	// on: the broker whose server the lookups may skip a request on
+	// (LookupsOn).
+	on *Broker
 }
+
+// LookupsOn lets SessionKV skip the lookup of a session's own bucket when
+// b's server shows it absent (Broker.Unheard).
+func LookupsOn(b *Broker) Option { return func(o *options) { o.on = b } }
 
 // Replicas asks for n copies of each resource (streams, KV buckets, the
 // object store) on a JetStream cluster: 3 survives the loss of one server
@@ -486,6 +493,10 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 			var own jetstream.KeyValue
 			var ownErr, sharedErr error
 			_ = parallel(func() error {
+				if o.on != nil && o.on.Unheard("$KV."+KVName(session)+"."+OwnerKey) {
+					ownErr = jetstream.ErrBucketNotFound // no such stream on the server
+					return nil
+				}
 				own, ownErr = js.KeyValue(ctx, KVName(session))
 				return nil
 			}, func() error {

@@ -465,7 +465,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 	}
-	kv, err := broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made))...)
+	kv, err := broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made), broker.LookupsOn(cfg.Broker))...)
 	if looked != nil {
 		<-looked
 		if aerr == nil && archived {
