@@ -1044,6 +1044,7 @@ var jobs = sync.Pool{New: func() any { return new(job) }}
 func newJob() *job { return jobs.Get().(*job) }
 
 // releaseJob gives a job back once nothing refers to it any more: a
+// firing's that is not durable, once it completed in place (finish); a
 // durable firing's, on the node's actor, once its settling was taken
 // (committedDone): its handler returned (a handler does not retain its
 // Input), the actor let it go (cur, handed), its record was stored and

@@ -186,6 +186,11 @@ func (a *nodeActor) finish(m *runDone) bool {
 		done := a.commitAndPublish(commit.Node, commit, ev, o, j.attempts, hops)
 		a.s.editMu.RUnlock()
 		a.committedDone(done)
+		// Nothing refers to the job any more, as for a durable firing once
+		// settled: its outputs are out, its inputs acknowledged, and the
+		// journal keeps none of its lists. (Not released, a job a firing
+		// was 17 KB of a 10-node pipeline's Run.)
+		releaseJob(job)
 		return false
 	}
 	self := a.s.pidOf(a.node.ID)
