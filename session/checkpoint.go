@@ -98,8 +98,7 @@ type journal struct {
 	retries   map[string]int
 	outcomes  map[string]string
 	visits    map[string]int
-	cur       runCtx            // the run context after the last firing (keepContext), once made (curCtx)
-	curNext   lastCtx           // the last firing's context, not made yet (curCtx)
+	cur       *ctxVal           // the run context after the last firing (keepContext; curCtx)
 	ctxs      map[string]runCtx // the whole context of each pending envelope (runctx.go)
 	current   string
 	pending   map[string]*pb.Envelope
@@ -205,7 +204,7 @@ func (j *journal) restore(cp *Checkpoint) ([]*pb.Envelope, error) {
 	for k, v := range cp.Context {
 		cur = cur.Set(k, v)
 	}
-	j.cur, j.curNext = runCtx{m: cur}, lastCtx{}
+	j.cur = madeCtx(cur)
 	j.current, j.firings, j.seq = cp.CurrentNode, cp.Firings, cp.Seq
 	j.snapAt = cp.Seq
 	j.consumed = map[string]*consumedHeap{}
@@ -515,9 +514,9 @@ func (j *journal) apply(c *actors.Commit) {
 	if c.Status != "" && j.keepContext() {
 		switch {
 		case c.Base == "":
-			j.curNext = lastCtx{kvs: c.Context, due: true}
+			j.cur = newCtx(nil, c.Context)
 		case base != nil:
-			j.curNext = lastCtx{over: base.m, kvs: c.Context, due: true}
+			j.cur = newCtx(base.c, c.Context)
 		}
 		// else: a base the journal never held (not resolvable after a
 		// resume either); the last context stays the one before.
@@ -527,7 +526,7 @@ func (j *journal) apply(c *actors.Commit) {
 			continue
 		}
 		if c.Status != "" && (base != nil || c.Base == "") && e.GetContextBase() == c.Base && sameKVs(e.GetContext(), c.Context) {
-			j.ctxs[e.GetId()] = runCtx{m: j.curCtx().m, version: e.GetContextVersion()} // the firing's own context
+			j.ctxs[e.GetId()] = runCtx{c: j.cur, version: e.GetContextVersion()} // the firing's own context
 			continue
 		}
 		j.trackContext(e, c.Base, base)
@@ -778,7 +777,7 @@ func (j *journal) snapshot() *Checkpoint {
 	cp := &Checkpoint{
 		Timestamp: stamp, SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
 		CompletedNodes: append([]string{}, j.completed[max(0, len(j.completed)-maxCompleted):]...),
-		NodeRetries:    copyMap(j.retries), Context: whole(j.curCtx().m),
+		NodeRetries:    copyMap(j.retries), Context: whole(j.curCtx().m()),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
 		NodeStatus: j.lastStatus,

@@ -263,8 +263,14 @@ func (j *journal) takeLocked(ctx context.Context) *taken {
 	j.unsaved, j.lastWrite = 0, j.clk.Now()
 	first, last := t.recs[0].seq, t.recs[len(t.recs)-1].seq
 	compact := last/compactEvery != (first-1)/compactEvery
-	size := j.snapshotSize()
-	if last-j.snapAt >= max(snapshotEvery, size) || (compact && size <= snapshotEvery) || (j.status != "running" && !j.goneAtEndLocked()) {
+	// The state's size is asked only when it decides (it makes the
+	// current context: ctxVal).
+	due := j.status != "running" && !j.goneAtEndLocked()
+	if !due && (compact || last-j.snapAt >= snapshotEvery) {
+		size := j.snapshotSize()
+		due = last-j.snapAt >= max(snapshotEvery, size) || (compact && size <= snapshotEvery)
+	}
+	if due {
 		t.snap = j.snapshot()
 		j.snapAt = last
 	}
@@ -298,7 +304,7 @@ func (j *journal) goneAtEndLocked() bool {
 // pending and the nodes' floors.
 func (j *journal) snapshotSize() uint64 {
 	n := len(j.visits) + len(j.pending) + len(j.floors)
-	if m := j.curCtx().m; m != nil {
+	if m := j.curCtx().m(); m != nil {
 		n += m.Len()
 	}
 	return uint64(n)
