@@ -69,7 +69,18 @@ const (
 	journalPrefix = "journal."
 )
 
-func recordKey(seq uint64) string { return fmt.Sprintf(journalPrefix+"%012d", seq) }
+func recordKey(seq uint64) string {
+	// fmt.Sprintf("journal.%012d", seq), without fmt: it was 1% of a
+	// durable pipeline's CPU (a key per record).
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], seq, 10)
+	b := make([]byte, 0, len(journalPrefix)+max(12, len(d)))
+	b = append(b, journalPrefix...)
+	for range 12 - len(d) {
+		b = append(b, '0')
+	}
+	return string(append(b, d...))
+}
 
 // pendingRecord is a record not written yet: held by a sparse checkpoint
 // policy, or queued for the journal's writer (journal_writer.go). A record

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -48,4 +49,11 @@ func TestLazyContextsEqualEagerOnes(t *testing.T) {
 	require.Equal(t, want[mid], whole(got[mid].get()))
 	var none *ctxVal
 	require.Nil(t, none.get(), "no context")
+}
+
+// recordKey is the zero-padded key the store's readers sort and parse.
+func TestRecordKeyIsZeroPadded(t *testing.T) {
+	for _, seq := range []uint64{0, 1, 9, 10, 4096, 999_999_999_999, 1_000_000_000_000, 18446744073709551615} {
+		require.Equal(t, fmt.Sprintf("journal.%012d", seq), recordKey(seq))
+	}
 }
