@@ -44,8 +44,11 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 	// The store is not looked up first (a stream info request, ~0.1 ms of
 	// CPU, at every artifact): a session's first artifact finds none —
 	// its first chunk's publish is refused at once, nothing stored — and
-	// makes it.
-	sum, err := writeObject(ctx, js, bucket, name, typ, data)
+	// makes it. That first try is not retried on "no responders" (nats.go
+	// waits 250 ms twice, for a stream's leader being elected): the store
+	// is made, which a cluster's stream in election also answers, and the
+	// object written again with the retries.
+	sum, err := writeObject(ctx, js, bucket, name, typ, data, jetstream.WithRetryAttempts(0))
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		if _, err := SessionObjects(ctx, js, session, st); err != nil {
 			return nil, err
@@ -61,9 +64,9 @@ func PutArtifact(ctx context.Context, js jetstream.JetStream, session, name, typ
 
 // writeObject stores data as object name of bucket (an existing object
 // store), described as desc, and returns its sha256.
-func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc string, data []byte) ([]byte, error) {
+func writeObject(ctx context.Context, js jetstream.JetStream, bucket, name, desc string, data []byte, opts ...jetstream.PublishOpt) ([]byte, error) {
 	return objectMsgs(bucket, name, desc, data, func(m *nats.Msg) error {
-		if _, err := js.PublishMsg(ctx, m); err != nil {
+		if _, err := js.PublishMsg(ctx, m, opts...); err != nil {
 			return fmt.Errorf("broker: artifact %s: %w", name, err)
 		}
 		return nil
