@@ -440,8 +440,11 @@ func (b *Broker) Unheard(subject string) bool {
 	if b.srv == nil {
 		return false
 	}
+	// The broker's clients are in the server's global account, and so are
+	// its streams: where they are not (JetStream off there), nothing is
+	// claimed.
 	acc := b.srv.GlobalAccount()
-	return acc != nil && !acc.SubscriptionInterest(subject)
+	return acc != nil && acc.JetStreamEnabled() && !acc.SubscriptionInterest(subject)
 }
 
 // DuplicateWindow is the duplicate window of the sessions' work streams
