@@ -68,10 +68,10 @@ func newCtx(base *ctxVal, kvs []*pb.KV) *ctxVal {
 // get is the context, made (and kept) with the ones below it that were
 // not made yet. A nil ctxVal is no context.
 func (c *ctxVal) get() *immutable.Map[string, string] {
-	if c == nil || c.made {
-		if c == nil {
-			return nil
-		}
+	if c == nil {
+		return nil
+	}
+	if c.made {
 		return c.m
 	}
 	var room [8]*ctxVal
