@@ -98,7 +98,7 @@ type journal struct {
 	retries   map[string]int
 	outcomes  map[string]string
 	visits    map[string]int
-	cur       *ctxVal           // the run context after the last firing (keepContext; curCtx)
+	cur       *ctxVal           // the run context after the last firing (keepContext): noted by apply, made when a snapshot reads it
 	ctxs      map[string]runCtx // the whole context of each pending envelope (runctx.go)
 	current   string
 	pending   map[string]*pb.Envelope
@@ -777,7 +777,7 @@ func (j *journal) snapshot() *Checkpoint {
 	cp := &Checkpoint{
 		Timestamp: stamp, SessionID: j.sess, Graph: j.graph, CurrentNode: j.current,
 		CompletedNodes: append([]string{}, j.completed[max(0, len(j.completed)-maxCompleted):]...),
-		NodeRetries:    copyMap(j.retries), Context: whole(j.curCtx().m()),
+		NodeRetries:    copyMap(j.retries), Context: whole(j.cur.get()),
 		NodeOutcomes: copyMap(j.outcomes), NodeVisits: copyMap(j.visits),
 		Firings: j.firings, Seq: j.seq, Status: j.status, FailureReason: j.reason, Logs: []string{},
 		NodeStatus: j.lastStatus,

@@ -304,7 +304,7 @@ func (j *journal) goneAtEndLocked() bool {
 // pending and the nodes' floors.
 func (j *journal) snapshotSize() uint64 {
 	n := len(j.visits) + len(j.pending) + len(j.floors)
-	if m := j.curCtx().m(); m != nil {
+	if m := j.cur.get(); m != nil {
 		n += m.Len()
 	}
 	return uint64(n)

@@ -9,12 +9,12 @@ import (
 
 // The journal holds the whole run context of every envelope published and
 // not consumed yet, and of the last firing; envelopes and commits carry
-// only deltas (actors/context.go, docs/envelope.md). The contexts are
-// persistent maps: a firing's context shares all but its changes with the
-// one it came from, so a commit costs its changes, not the context's size.
-// They are made whole only where a whole context is written or asked
-// for: a snapshot (checkpoint.latest, checkpoint.json), a resumed
-// receiver's question (contextOf).
+// only deltas (actors/context.go, docs/envelope.md). The journal keeps a
+// context as its pairs over the one it came from (ctxVal) and makes it a
+// persistent map — sharing all but its changes with the one it came from,
+// so a commit costs its changes, not the context's size — only where a
+// whole context is written or asked for: a snapshot (checkpoint.latest,
+// checkpoint.json), a resumed receiver's question (contextOf).
 
 // runCtx is one version of a token's run context.
 type runCtx struct {
@@ -89,13 +89,6 @@ func (c *ctxVal) get() *immutable.Map[string, string] {
 		x.m, x.made, x.base, x.kvs, x.depth = m, true, nil, nil, 0
 	}
 	return c.m
-}
-
-// curCtx is the run context after the last firing (j.mu held). A commit
-// only notes it (apply): it is made when read — by a snapshot, or a
-// resumed receiver's question — not at every firing.
-func (j *journal) curCtx() runCtx {
-	return runCtx{c: j.cur}
 }
 
 // with is m with the pairs of kvs set.
