@@ -298,6 +298,9 @@ type warmPool struct {
 	// goroutine handing a firing's output to the next node's actor goes on
 	// with that actor's mailbox: a pipeline's hop wakes no goroutine there.
 	carrier *pinned
+	// spawn, when set, starts the pool's goroutines (System.spawn: on
+	// goroutines kept with their stacks); nil starts new ones.
+	spawn func(func())
 }
 
 // carry makes c the carrier, from the goroutine running c (inside the
@@ -348,6 +351,10 @@ func (w *warmPool) run(p *pinned) {
 	}
 	w.wg.Add(1)
 	w.mu.Unlock()
+	if w.spawn != nil {
+		w.spawn(func() { w.work(p) })
+		return
+	}
 	go w.work(p)
 }
 

@@ -136,6 +136,13 @@ type Config struct {
 	// key after a restart (its replayed ids must not change); nil uses a
 	// random key.
 	IDKey []byte
+	// Go, when set, runs a function of the System's on a goroutine that
+	// keeps its stack from one use to the next (internal/warm: its
+	// broker's), reporting false when it cannot; a new goroutine runs it
+	// otherwise. The goroutines of the nodes' mailboxes and the event
+	// publisher start there: each session started them anew, and each grew
+	// its stack, copying it, through its first firing.
+	Go func(f func()) bool
 	// Restore holds the scheduler's counters from a checkpoint (iterations
 	// and budgets are not reset by a resume), and Firings the node firing
 	// numbers (so that envelope ids stay unique).
@@ -338,7 +345,7 @@ func New(cfg Config) (*System, error) {
 		pids: make(map[string]*actor.PID, len(cfg.Graph.Nodes)), actors: make(map[string]*nodeActor, len(cfg.Graph.Nodes)),
 		spawned: make([]*actor.PID, 0, len(cfg.Graph.Nodes)),
 	}
-	s.warm.wg = &s.pinWG
+	s.warm.wg, s.warm.spawn = &s.pinWG, s.goroutine
 	s.commitWhole = true
 	if k, ok := cfg.Journal.(ContextKeeper); ok {
 		s.commitWhole = k.KeepsContext()
@@ -356,7 +363,7 @@ func New(cfg Config) (*System, error) {
 		s.consumed.add(id)
 	}
 	s.evq, s.evDone = as.eventQueue(), make(chan struct{})
-	go s.publishEvents() // stopped by Stop, which queues a nil event and waits for evDone
+	s.goroutine(s.publishEvents) // stopped by Stop, which queues a nil event and waits for evDone
 	// The graph's configuration, read once per graph and shared.
 	scfg, err := scheduler.ConfigOf(cfg.Graph)
 	if err != nil {
@@ -956,6 +963,14 @@ func (s *System) Trigger(node string, env *pb.Envelope) error {
 	}
 	s.root.Send(pid, &trigger{env: env})
 	return nil
+}
+
+// goroutine runs f on a goroutine of Config.Go, or on a new one; f's
+// owner waits for it.
+func (s *System) goroutine(f func()) {
+	if s.cfg.Go == nil || !s.cfg.Go(f) {
+		go f()
+	}
 }
 
 // runOn runs f on p, a goroutine owned by the system; it refuses after

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/minheap"
+	"github.com/switchyard/switchyard/internal/warm"
 	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
 	"github.com/switchyard/switchyard/scheduler"
 )
@@ -128,6 +129,7 @@ type journal struct {
 	kv          *broker.SessionBucket
 	js          jetstream.JetStream // to write a batch of records at once
 	acks        recordAcks          // where the stored records' acknowledgements come back (guarded by wmu)
+	goroutines  *warm.Pool          // where the writer runs: its broker's kept goroutines (nil: a goroutine of its own)
 	batch       []pendingRecord     // records not written yet: queued for the writer, or held by a sparse policy
 	spare       []pendingRecord     // a batch the writer wrote, emptied, for the next batch to fill (recycle)
 	due         bool                // batch holds a record to write now (the writer takes it)

@@ -163,7 +163,11 @@ func (j *journal) startWriterLocked() {
 		t = j.takeLocked(nil)
 		j.sendEarly(t)
 	}
-	go j.writer(t)
+	// On a goroutine of the broker's that keeps its stack: a new one per
+	// batch grew its stack through the first write (warm).
+	if j.goroutines == nil || !j.goroutines.Go(func() { j.writer(t) }) {
+		go j.writer(t)
+	}
 }
 
 // sendEarly marshals a batch taken and publishes its first window (j.wmu

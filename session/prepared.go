@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/crash"
+	"github.com/switchyard/switchyard/internal/warm"
 )
 
 // Prepared stores. Making a new durable session's store — its lease, its
@@ -206,7 +207,7 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 		stop: make(chan struct{})}
 	bg := p.backgroundLocked()
 	p.wg.Add(1)
-	go func() { // owned by p: close waits for it
+	p.spawn(func() { // owned by p: close waits for it
 		defer p.wg.Done()
 		defer close(ps.ready)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -223,8 +224,32 @@ func (p *preparer) prepareLocked(n int) *preparedStore {
 		crash.Point("store-prepared") // made and leased; no start has it yet
 		p.wg.Add(1)
 		go ps.renew() // owned by p (close waits for it); take or discard ends it
-	}()
+	})
 	return ps
+}
+
+// spawn runs f, which p.wg counts, on a goroutine of the broker's that
+// keeps its stack (goroutinesOf), or on a new one: the preparations and
+// removals go through encoding/json, which grew a new goroutine's stack
+// each time.
+func (p *preparer) spawn(f func()) {
+	if g := goroutinesOf(p.b); g == nil || !g.Go(f) {
+		go f()
+	}
+}
+
+// goroutineSets holds each broker's kept goroutines (*broker.Broker →
+// *warm.Pool), closed at the broker's Close.
+var goroutineSets sync.Map
+
+// maxKeptGoroutines is how many goroutines a broker keeps waiting for its
+// sessions' background work (journal writers, removals, preparations).
+const maxKeptGoroutines = 16
+
+// goroutinesOf is b's kept goroutines (internal/warm), made on first use;
+// nil once b is closing.
+func goroutinesOf(b *broker.Broker) *warm.Pool {
+	return ofBroker(&goroutineSets, b, func() *warm.Pool { return warm.New(maxKeptGoroutines) }, (*warm.Pool).Close)
 }
 
 // claimStore makes and leases on b the store of id, an id NewID made,
@@ -435,7 +460,7 @@ func (p *preparer) removeLater(id string, f func()) bool {
 	p.removing[id] = done // ids are leased: one removal of an id at a time
 	hold := p.hold
 	p.wg.Add(1)
-	go func() { // owned by p: close waits for it
+	p.spawn(func() { // owned by p: close waits for it
 		defer p.wg.Done()
 		defer func() {
 			p.mu.Lock()
@@ -447,7 +472,7 @@ func (p *preparer) removeLater(id string, f func()) bool {
 			<-hold
 		}
 		f()
-	}()
+	})
 	return true
 }
 

@@ -735,7 +735,12 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 			return nil, err
 		}
 	}
-	go s.eventLoop()
+	// The session's goroutines start on its broker's kept ones (warm):
+	// each grew a new goroutine's stack through its first work.
+	g := goroutinesOf(cfg.Broker)
+	if g == nil || !g.Go(s.eventLoop) {
+		go s.eventLoop()
+	}
 	s.registry = reg
 	acfg := actors.Config{
 		SessionID: cfg.ID, Graph: cfg.Graph, Conn: nc, Registry: reg, Journal: s.timedJournal(), Middleware: cfg.Middleware,
@@ -820,6 +825,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		crash.Point("create-stream")
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		s.jr.acks.pool = ackPoolOf(cfg.Broker) // the inbox of a journal before, kept (ackinbox.go)
+		s.jr.goroutines = g
 		acfg.IDKey = s.lease.idKey
 		acfg.JetStream, acfg.Consume, acfg.Consumed, acfg.Storage = js, true, consumed, cfg.Broker.Storage()
 		acfg.Storing = func(node string, firing uint64) { // artifact retention (artifact_retention.go)
@@ -865,6 +871,9 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 	}
 	if acfg.IDKey == nil {
 		acfg.IDKey = actors.NewIDKey()
+	}
+	if g != nil {
+		acfg.Go = g.Go
 	}
 	s.work = acfg.Work
 	if acfg.Work != nil {
