@@ -44,3 +44,21 @@ func TestEntriesRoundTrip(t *testing.T) {
 		require.True(t, proto.Equal(want[i], g), "record %d: %v != %v", i+1, want[i], g)
 	}
 }
+
+// A record is stored with the strings it is given, as the journal reads
+// them back (readRecord): a handler's output that is not UTF-8 (a tool's
+// binary output) is kept, not a failed checkpoint.
+func TestEntriesKeepStringsAsGiven(t *testing.T) {
+	rec := &pb.JournalRecord{Seq: 1, Node: "tool", Firing: 1, Status: "success",
+		Context:  []*pb.KV{{Key: "tool.output", Value: "\xff\xfe binary"}},
+		Produced: []*pb.Envelope{{Id: "out", Payload: &pb.Payload{Message: "\xc3\x28"}}}}
+	want := proto.CloneOf(rec)
+	es, err := entries([]pendingRecord{{seq: 1, node: "tool", rec: rec}})
+	require.NoError(t, err)
+	require.Len(t, es, 1)
+	var got pb.JournalRecord
+	require.NoError(t, got.UnmarshalVT(es[0].data))
+	require.Equal(t, "\xff\xfe binary", got.GetContext()[0].GetValue())
+	require.Equal(t, "\xc3\x28", got.GetProduced()[0].GetPayload().GetMessage())
+	require.True(t, proto.Equal(want, &got), "%v != %v", want, &got)
+}

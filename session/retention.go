@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/actors"
 	"github.com/switchyard/switchyard/broker"
@@ -372,7 +371,7 @@ func archiveSummary(id string) func(entries map[string][]byte) []byte {
 		}
 		if lastKey != "" {
 			rec := &pb.JournalRecord{}
-			if proto.Unmarshal(entries[lastKey], rec) != nil {
+			if rec.UnmarshalVT(entries[lastKey]) != nil {
 				return nil
 			}
 			if recs := records(rec); recs[len(recs)-1].GetSeq() > cp.Seq {
