@@ -249,6 +249,7 @@ func (e *Execution) stateMiddleware(next nodes.Handler) nodes.Handler {
 		if err != nil || o == nil || !o.Status.IsSuccess() || o.Response == "" {
 			return o, err
 		}
+		o.ValidUTF8() // as the runtime takes it: the report shows what the next nodes read
 		updates := make(map[string]string, len(o.ContextUpdates)+2)
 		maps.Copy(updates, o.ContextUpdates)
 		updates[in.Node.ID] = o.Response

@@ -220,8 +220,10 @@ func (a *nodeActor) attempts(ctx context.Context, j *job, maxRetries int, backof
 }
 
 // call runs the handler once with the node's timeout, turning errors and
-// panics into failed outcomes.
+// panics into failed outcomes, whose text is made valid UTF-8
+// (Outcome.ValidUTF8).
 func (a *nodeActor) call(ctx context.Context, j *job, in *nodes.Input) (o *nodes.Outcome) {
+	defer func() { o.ValidUTF8() }()
 	if d, ok := j.node.Timeout(); ok && d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = clock.WithTimeout(ctx, a.s.clk, d)

@@ -1,0 +1,59 @@
+package switchyard_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+)
+
+// A handler's text that is not UTF-8 (a tool's binary output, a Go agent's
+// truncated character) has each bad sequence replaced with U+FFFD where it
+// leaves the handler: a durable pipeline records it, the next nodes read
+// it, and its events reach a NATS subscriber as JSON.
+func TestTextThatIsNotUTF8IsMadeValid(t *testing.T) {
+	b := brokertest.Start(t)
+	next := &echo{prefix: "next:"}
+	g := switchyard.New("utf8").
+		Agent("bad", switchyard.AgentFunc(func(context.Context, switchyard.Message) (switchyard.Message, error) {
+			return switchyard.Message{Text: "bin\xff\xfe|\xe2\x82"}, nil
+		})).
+		Node("tool", map[string]string{"shape": "parallelogram", "tool_command": `printf 'a\377b'`}).
+		Agent("next", next).
+		Chain("bad", "tool", "next")
+
+	events := make(chan *nats.Msg, 64)
+	sub, err := b.Conn().ChanSubscribe(broker.JSONEvent("utf8-1", "node.completed"), events)
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, b.Conn().Flush())
+
+	rep, err := switchyard.Run(testCtx(t), g, switchyard.Message{Text: "in"}, switchyard.WithBroker(b),
+		switchyard.WithSessionID("utf8-1"), switchyard.WithWorkDir(t.TempDir()))
+	require.NoError(t, err, "a durable checkpoint of the text")
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	require.Equal(t, "bin\uFFFD|\uFFFD", rep.Node("bad").Output)
+	require.Equal(t, "a\uFFFDb", rep.Node("tool").Output)
+	require.Equal(t, "a\uFFFDb", next.seen[0].Text)
+	require.Equal(t, "next:a\uFFFDb", rep.Result.Text)
+
+	completed := map[string]bool{}
+	deadline := time.After(10 * time.Second)
+	for len(completed) < 3 {
+		select {
+		case m := <-events:
+			var ev struct{ Node string }
+			require.NoError(t, json.Unmarshal(m.Data, &ev), "%q", m.Data)
+			completed[ev.Node] = true
+		case <-deadline:
+			t.Fatalf("node.completed in JSON for %v only", completed)
+		}
+	}
+}
