@@ -104,6 +104,14 @@ func InShared(kv jetstream.KeyValue) Option { return func(o *options) { o.shared
 // the shared bucket before making the session's own — a round trip fewer.
 func Generated() Option { return func(o *options) { o.generated = true } }
 
+// Claims says that the caller's first writes of the session's keys in the
+// shared bucket are made only where the keys hold nothing, and that it
+// learns from their answer whether the store held the session there: for
+// an id of the caller's, SessionKV does not look for the session in the
+// shared bucket (a key read, a round trip through the JetStream API), and
+// sets Made as if the keys were new — the caller's writes tell.
+func Claims() Option { return func(o *options) { o.claims = true } }
+
 // findShared is session's place in the shared bucket, nil when the bucket
 // does not exist or holds no owner's mark of session.
 func findShared(ctx context.Context, js jetstream.JetStream, session string) (*SessionBucket, error) {

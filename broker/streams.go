@@ -47,6 +47,9 @@ type options struct {
 	// generated: its id is new (Generated).
 	shared    jetstream.KeyValue
 	generated bool
+	// claims: the caller's first writes in the shared bucket tell whether
+	// the session is there (Claims).
+	claims bool
 	// on: the broker whose server the lookups may skip a request on
 	// (LookupsOn).
 	on *Broker
@@ -489,9 +492,11 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 		if !o.generated {
 			// An id of the caller's: a session the store holds under it
 			// is that session, in the shared bucket or in its own. Both
-			// are asked at once (a round trip, not two).
+			// are asked at once (a round trip, not two); the shared
+			// bucket not at all when the caller's claim tells (Claims).
 			var own jetstream.KeyValue
-			var ownErr, sharedErr error
+			var ownErr error
+			var sharedErr error = jetstream.ErrKeyNotFound // the caller's claim tells (Claims)
 			_ = parallel(func() error {
 				if o.on != nil && o.on.Unheard("$KV."+KVName(session)+"."+OwnerKey) {
 					ownErr = jetstream.ErrBucketNotFound // no such stream on the server
@@ -500,7 +505,9 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 				own, ownErr = js.KeyValue(ctx, KVName(session))
 				return nil
 			}, func() error {
-				_, sharedErr = b.Get(ctx, OwnerKey)
+				if !o.claims {
+					_, sharedErr = b.Get(ctx, OwnerKey)
+				}
 				return nil
 			})
 			switch {

@@ -465,7 +465,17 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 	}
+	// A new session under an id of its caller's learns from its claim
+	// (claimAtOnce: create-only writes) whether the shared bucket held
+	// the id, not from a read of it first: a round trip through the
+	// JetStream API fewer on a named pipeline's start. l.made is then a
+	// guess until the claim answers.
+	guess := created && !cfg.generated
+	if guess {
+		opts = append(opts[:len(opts):len(opts)], broker.Claims())
+	}
 	kv, err := broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made), broker.LookupsOn(cfg.Broker))...)
+	guess = guess && kv != nil && kv.Shared() && l.made
 	if looked != nil {
 		<-looked
 		if aerr == nil && archived {
@@ -474,7 +484,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			aerr = fmt.Errorf("session: checkpoint store: %w", aerr)
 		}
 		if aerr != nil {
-			if err == nil && l.made {
+			if err == nil && l.made && !guess { // a guess wrote nothing yet
 				if derr := kv.Drop(ctx, js); derr != nil && cfg.Logger != nil {
 					cfg.Logger.Warn("session: removing the bucket of a session not made", "session", cfg.ID, "err", derr)
 				}
@@ -502,6 +512,13 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	}
 	data, _ := json.Marshal(l.owner)
 	seq, ok := claimAtOnce(ctx, js, kv, l, mine, data)
+	if !ok && guess {
+		// The id's keys were there (a session, or what a start
+		// interrupted left), or the writes went unanswered: the store is
+		// not known new, and the session's record is looked for
+		// (newSessionWith).
+		l.made = false
+	}
 	if !ok {
 		// Retried like the mark: a bucket just made on a cluster may not
 		// answer yet (no responders while its leader is elected).

@@ -560,6 +560,10 @@ func TestNewPipelineInSharedBucket(t *testing.T) {
 	// Stopped before its end and resumed: found in the shared bucket.
 	s.Stop()
 	require.Contains(t, shared(), "named1", "left unfinished, kept")
+	// A new start under its id, no longer running, is refused: the store
+	// holds it (its claim meets its keys; nothing of it is read first).
+	_, err = session.Start(ctx, r.durable(waits, "named1"))
+	require.ErrorContains(t, err, "named1 already exists in the store")
 	// An own bucket left under an id by a start that never recorded its
 	// session: the new one is made in it, as before the shared bucket.
 	_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.KVName("left1"), History: 16})
