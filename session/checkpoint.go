@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -146,6 +147,9 @@ type journal struct {
 	mwg         sync.WaitGroup      // the upkeep goroutine
 	broken      error               // a record failed: nothing more is written
 	fence       uint64              // the bucket's last sequence this owner knows (0: unfenced); in the shared bucket, its mark's (fenceOf)
+	fenceHdr    nats.Header         // the header of the fence fenceHdrOf (sharedFence; guarded by wmu)
+	fenceHdrOf  uint64
+	sending     nats.Msg            // the message a window is published with (sendWindow; guarded by wmu)
 	last        uint64              // the stream sequence of this owner's last write stored
 	token       string              // this owner's mark (ownerKey)
 	offline     bool                // rebuilding a state from records

@@ -529,21 +529,23 @@ func (j *journal) sendWindow(batch []entry) *sentWindow {
 	j.acks.drain()
 	sent := 0
 	first := j.acks.next
+	// One message for the window: nats.go encodes it as it publishes
+	// and keeps nothing of it.
+	m := &j.sending
 	for i, r := range batch {
 		key := r.key
 		if key == "" {
 			key = recordKey(r.first)
 		}
-		m := &nats.Msg{Subject: j.kv.Subject(key), Data: r.data, Header: nats.Header{}}
+		*m = nats.Msg{Subject: j.kv.Subject(key), Data: r.data}
 		switch {
 		case j.fence == 0:
 		case j.kv.Shared():
 			// Every write expects this owner's mark to be the last
-			// on its subject (fenceOf).
-			m.Header[jetstream.ExpectedLastSubjSeqHeader] = []string{strconv.FormatUint(j.fence, 10)}
-			m.Header[jetstream.ExpectedLastSubjSeqSubjHeader] = []string{j.kv.Subject(ownerKey)}
+			// on its subject (fenceOf): the same header for each.
+			m.Header = j.sharedFence()
 		default:
-			m.Header[jetstream.ExpectedLastSeqHeader] = []string{strconv.FormatUint(j.fence+uint64(i), 10)}
+			m.Header = nats.Header{jetstream.ExpectedLastSeqHeader: []string{strconv.FormatUint(j.fence+uint64(i), 10)}}
 		}
 		if err := j.acks.publish(j.js.Conn(), m); err != nil {
 			break // disconnected: the rest is written the patient way
@@ -555,6 +557,19 @@ func (j *journal) sendWindow(batch []entry) *sentWindow {
 	}
 	crash.Point("batch-published") // sent, no acknowledgement read yet
 	return &sentWindow{sent: sent, first: first}
+}
+
+// sharedFence is the header of this owner's writes in the shared bucket
+// (fenceOf), made once per fence; j.wmu held.
+func (j *journal) sharedFence() nats.Header {
+	if j.fenceHdr == nil || j.fenceHdrOf != j.fence {
+		j.fenceHdr = nats.Header{
+			jetstream.ExpectedLastSubjSeqHeader:     []string{strconv.FormatUint(j.fence, 10)},
+			jetstream.ExpectedLastSubjSeqSubjHeader: []string{j.kv.Subject(ownerKey)},
+		}
+		j.fenceHdrOf = j.fence
+	}
+	return j.fenceHdr
 }
 
 // awaitWindow reads the acknowledgements of a window sendWindow sent and
@@ -642,9 +657,10 @@ func fenceOpt(b *broker.SessionBucket, fence uint64) jetstream.PublishOpt {
 // acknowledgement that comes after its batch gave up on it is told apart.
 // Guarded by the journal's wmu.
 type recordAcks struct {
-	pool *ackPool // where the inbox comes from and goes back to (nil: none)
-	in   *ackInbox
-	next uint64 // the number of the next publish
+	pool  *ackPool // where the inbox comes from and goes back to (nil: none)
+	in    *ackInbox
+	next  uint64 // the number of the next publish
+	reply []byte // the last reply subject's bytes, kept for the next
 }
 
 // take takes an inbox on nc unless the journal has one: the numbers of
@@ -666,7 +682,8 @@ func (a *recordAcks) publish(nc *nats.Conn, m *nats.Msg) error {
 	if err := a.take(nc); err != nil {
 		return err
 	}
-	m.Reply = a.in.prefix + strconv.FormatUint(a.next, 10)
+	a.reply = strconv.AppendUint(append(a.reply[:0], a.in.prefix...), a.next, 10)
+	m.Reply = string(a.reply)
 	a.next++
 	a.in.next = a.next
 	return nc.PublishMsg(m)
