@@ -91,6 +91,9 @@ type lease struct {
 	mu    sync.Mutex
 	owner Owner
 	rev   uint64
+	// taken is owner as acquireLease wrote it, which claim writes as the
+	// owner's mark (marshalled once).
+	taken []byte
 
 	stop, done chan struct{}
 	started    bool
@@ -223,6 +226,7 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 	l := &lease{kv: kv, js: b.JetStream(), id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
 		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken(), TTL: ttl}}
 	data, _ := json.Marshal(l.owner)
+	l.taken = data
 	for range 5 { // lost races with other takers start over
 		rev, err := kv.Create(ctx, id, data)
 		if err == nil {
@@ -510,7 +514,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 		// held the id: the key written is the proof that it did not.
 		mine = actors.NewIDKey()
 	}
-	data, _ := json.Marshal(l.owner)
+	data := l.taken // the owner, as its lease holds it (not renewed yet)
 	seq, ok := claimAtOnce(ctx, js, kv, l, mine, data)
 	if !ok && guess {
 		// The id's keys were there (a session, or what a start
