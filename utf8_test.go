@@ -57,3 +57,26 @@ func TestTextThatIsNotUTF8IsMadeValid(t *testing.T) {
 		}
 	}
 }
+
+// The same in a reactive session: an outside event fires a node whose
+// text is not UTF-8, and the node it goes on to reads the replaced text.
+func TestSessionTextThatIsNotUTF8IsMadeValid(t *testing.T) {
+	next := newRecorder()
+	g := switchyard.New("utf8s", switchyard.GraphAttr("kind", "session")).
+		Agent("bad", switchyard.AgentFunc(func(_ context.Context, in switchyard.Message) (switchyard.Message, error) {
+			return switchyard.Message{Text: in.Text + "\xff"}, nil
+		})).
+		Agent("next", next).
+		Edge("bad", "next")
+	ex, err := switchyard.Stream(testCtx(t), g, switchyard.Message{})
+	require.NoError(t, err)
+	defer ex.Close()
+	require.NoError(t, ex.Publish(testCtx(t), "bad", switchyard.Message{Text: "event"}))
+	next.wait(t)
+	require.Equal(t, []string{"event\uFFFD"}, next.texts)
+	require.NoError(t, ex.Publish(testCtx(t), "bad", switchyard.Message{Text: "again"}))
+	next.wait(t)
+	require.Equal(t, []string{"event\uFFFD", "again\uFFFD"}, next.texts, "the session goes on")
+	rep := ex.Stop()
+	require.Equal(t, "running", rep.Status)
+}
