@@ -298,8 +298,8 @@ type warmPool struct {
 	// goroutine handing a firing's output to the next node's actor goes on
 	// with that actor's mailbox: a pipeline's hop wakes no goroutine there.
 	carrier *pinned
-	// spawn, when set, starts the pool's goroutines (System.spawn: on
-	// goroutines kept with their stacks); nil starts new ones.
+	// spawn, when set, starts the pool's goroutines (System.goroutine: on
+	// goroutines kept with their stacks, Config.Go); nil starts new ones.
 	spawn func(func())
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/clock"
 	"github.com/switchyard/switchyard/internal/crash"
-	"github.com/switchyard/switchyard/internal/warm"
 )
 
 // Prepared stores. Making a new durable session's store — its lease, its
@@ -236,20 +235,6 @@ func (p *preparer) spawn(f func()) {
 	if g := goroutinesOf(p.b); g == nil || !g.Go(f) {
 		go f()
 	}
-}
-
-// goroutineSets holds each broker's kept goroutines (*broker.Broker →
-// *warm.Pool), closed at the broker's Close.
-var goroutineSets sync.Map
-
-// maxKeptGoroutines is how many goroutines a broker keeps waiting for its
-// sessions' background work (journal writers, removals, preparations).
-const maxKeptGoroutines = 16
-
-// goroutinesOf is b's kept goroutines (internal/warm), made on first use;
-// nil once b is closing.
-func goroutinesOf(b *broker.Broker) *warm.Pool {
-	return ofBroker(&goroutineSets, b, func() *warm.Pool { return warm.New(maxKeptGoroutines) }, (*warm.Pool).Close)
 }
 
 // claimStore makes and leases on b the store of id, an id NewID made,
