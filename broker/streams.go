@@ -497,19 +497,21 @@ func SessionKV(ctx context.Context, js jetstream.JetStream, session string, st S
 			var own jetstream.KeyValue
 			var ownErr error
 			var sharedErr error = jetstream.ErrKeyNotFound // the caller's claim tells (Claims)
-			_ = parallel(func() error {
+			lookups := []func() error{func() error {
 				if o.on != nil && o.on.Unheard("$KV."+KVName(session)+"."+OwnerKey) {
 					ownErr = jetstream.ErrBucketNotFound // no such stream on the server
 					return nil
 				}
 				own, ownErr = js.KeyValue(ctx, KVName(session))
 				return nil
-			}, func() error {
-				if !o.claims {
+			}}
+			if !o.claims {
+				lookups = append(lookups, func() error {
 					_, sharedErr = b.Get(ctx, OwnerKey)
-				}
-				return nil
-			})
+					return nil
+				})
+			}
+			_ = parallel(lookups...) // one runs on this goroutine
 			switch {
 			case sharedErr == nil:
 				return b, nil
