@@ -273,6 +273,16 @@ func (b *Broker) Archived(ctx context.Context, session string) (bool, error) {
 	return archivedIn(ctx, s, session)
 }
 
+// MayHaveArchived is false when Archived(session) would be false without
+// asking the server: this server has no archive (and none was found
+// before).
+func (b *Broker) MayHaveArchived(session string) bool {
+	b.archive.mu.Lock()
+	s := b.archive.stream
+	b.archive.mu.Unlock()
+	return s != nil || !b.Unheard("$KV."+ArchiveName+"."+archivedMark(session))
+}
+
 // JetStream is the JetStream context of the broker's connection.
 func (b *Broker) JetStream() jetstream.JetStream { return b.js }
 

@@ -230,3 +230,8 @@ func HoldRemovals(b *broker.Broker) (release func()) {
 // OnRemovalWait sets a function called when a claim starts waiting for
 // the removal of its id; nil removes it.
 func OnRemovalWait(f func(id string)) { removalWait.Store(&f) }
+
+// OnClaimSentEarly sets a function called when a new session's claim was
+// sent before its lease is taken (claimThen), before the lease is; nil
+// removes it.
+func OnClaimSentEarly(f func(id string)) { claimSentEarly.Store(&f) }

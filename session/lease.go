@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -211,6 +212,20 @@ func ReadOwner(ctx context.Context, b *broker.Broker, id string, now time.Time) 
 // acquireLease takes session id's lease for this process, or returns a
 // *HeldError naming the process that holds it.
 func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Clock, ttl time.Duration, replicas int) (*lease, error) {
+	l, err := newLease(b, id, clk, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := l.acquire(ctx, b, replicas, nil); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// newLease is session id's lease for this process, not taken yet: its
+// owner is known (and marshalled), so a claim can send the owner's mark
+// while the lease is taken (claimThen).
+func newLease(b *broker.Broker, id string, clk clock.Clock, ttl time.Duration) (*lease, error) {
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
 	}
@@ -218,21 +233,63 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 		return nil, fmt.Errorf("session: a lease TTL of %v is too long: at most %v (the lease bucket forgets what is not written for %v)",
 			ttl, broker.LeaseMaxAge/3, broker.LeaseMaxAge)
 	}
+	now := clk.Now()
+	l := &lease{js: b.JetStream(), id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
+		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken(), TTL: ttl}}
+	l.taken, _ = json.Marshal(l.owner)
+	return l, nil
+}
+
+// send sends l's first write — its entry created, only where the id's
+// holds nothing — and does not wait for the answer: acquire does. nil when
+// it could not be sent (acquire then writes as without it).
+func (l *lease) send(ctx context.Context, b *broker.Broker, replicas int) jetstream.PubAckFuture {
+	kv, _, err := b.Leases(ctx, replicas)
+	if err != nil {
+		return nil
+	}
+	m := nats.NewMsg("$KV." + kv.Bucket() + "." + l.id)
+	m.Data = l.taken
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	f, err := l.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+// acquire takes l, or returns a *HeldError naming the process that holds
+// it. sent, when not nil, is l's first write on its way (send): its
+// answer is waited for, and a refusal judged as any. first says that
+// write took the lease: the id's entry held no message at all — nobody
+// held the lease within the lease bucket's age (broker.LeaseMaxAge), as
+// every holder writes, renews and releases it.
+func (l *lease) acquire(ctx context.Context, b *broker.Broker, replicas int, sent jetstream.PubAckFuture) (first bool, err error) {
+	id, clk, data := l.id, l.clk, l.taken
 	kv, cached, err := b.Leases(ctx, replicas)
 	if err != nil {
-		return nil, fmt.Errorf("session: lease: %w", err)
+		return false, fmt.Errorf("session: lease: %w", err)
 	}
-	now := clk.Now()
-	l := &lease{kv: kv, js: b.JetStream(), id: id, clk: clk, ttl: ttl, stop: make(chan struct{}), done: make(chan struct{}),
-		owner: Owner{Host: hostName, PID: os.Getpid(), Since: now.UTC(), Expires: now.Add(ttl).UTC(), Token: newToken(), TTL: ttl}}
-	data, _ := json.Marshal(l.owner)
-	l.taken = data
+	l.kv = kv
+	if sent != nil {
+		select {
+		case ack := <-sent.Ok():
+			l.rev = ack.Sequence
+			live.Store(l.owner.Token, struct{}{})
+			return true, nil
+		case <-sent.Err():
+			// Held, or the bucket gone: written again below, where
+			// each answer is judged.
+		case <-ctx.Done():
+			return false, fmt.Errorf("session: lease of %s: %w", id, ctx.Err())
+		}
+	}
 	for range 5 { // lost races with other takers start over
 		rev, err := kv.Create(ctx, id, data)
 		if err == nil {
 			l.rev = rev
 			live.Store(l.owner.Token, struct{}{})
-			return l, nil
+			return false, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			if cached {
@@ -240,36 +297,36 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 				// again (made again), once.
 				b.ForgetLeases()
 				if kv, cached, err = b.Leases(ctx, replicas); err != nil {
-					return nil, fmt.Errorf("session: lease: %w", err)
+					return false, fmt.Errorf("session: lease: %w", err)
 				}
 				l.kv = kv
 				continue
 			}
-			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+			return false, fmt.Errorf("session: lease of %s: %w", id, err)
 		}
 		e, err := kv.Get(ctx, id)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // released meanwhile
 		}
 		if err != nil {
-			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+			return false, fmt.Errorf("session: lease of %s: %w", id, err)
 		}
 		held := Owner{}
 		if json.Unmarshal(e.Value(), &held) == nil && !held.expired(id, e.Revision(), clk.Now()) {
 			if held.Host == hostName || clk.Now().Before(held.Expires) {
-				return nil, &HeldError{Session: id, Owner: held}
+				return false, &HeldError{Session: id, Owner: held}
 			}
 			// Expired by the owner's word, not yet seen stale here.
 			moved, err := waitStale(ctx, kv, id, e.Revision(), held, clk)
 			if err != nil {
-				return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+				return false, fmt.Errorf("session: lease of %s: %w", id, err)
 			}
 			if moved {
 				// Renewed by its owner: held. Released or taken by
 				// another: judged again.
 				var cur Owner
 				if e, err := kv.Get(ctx, id); err == nil && json.Unmarshal(e.Value(), &cur) == nil && cur.Token == held.Token {
-					return nil, &HeldError{Session: id, Owner: cur}
+					return false, &HeldError{Session: id, Owner: cur}
 				}
 				continue
 			}
@@ -278,13 +335,13 @@ func acquireLease(ctx context.Context, b *broker.Broker, id string, clk clock.Cl
 		if err == nil {
 			l.rev = rev
 			live.Store(l.owner.Token, struct{}{})
-			return l, nil
+			return false, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("session: lease of %s: %w", id, err)
+			return false, fmt.Errorf("session: lease of %s: %w", id, err)
 		}
 	}
-	return nil, fmt.Errorf("session: lease of %s: contended", id)
+	return false, fmt.Errorf("session: lease of %s: contended", id)
 }
 
 // waitStale watches the lease entry of session id, at revision rev and
@@ -427,6 +484,20 @@ func claim(ctx context.Context, cfg *Config, created bool, opts ...broker.Option
 // claimThen is claim calling leased (when not nil) once the lease is
 // held, before anything else is asked of the store: what the caller sends
 // then overlaps the making of the bucket.
+//
+// A new session placed in the shared bucket (broker.PlacesInShared: a
+// named pipeline, a store prepared ahead) of a store without an archive
+// sends its claim — the id key and the owner's mark, each written only
+// where its key holds nothing (sendClaim) — with its lease's first write:
+// three writes, one wait, and the store's answers are the same whichever
+// comes first. Only
+// a start whose claim was accepted and whose lease was then refused leaves
+// something behind: the id's keys without the session's record, as a
+// start killed after its claim does (a later start of the id writes over
+// them; RemoveUnrecorded removes them). Its claim was accepted only where
+// the bucket held nothing of the id, so no session's keys are changed.
+// Those keys are not taken back: the holder of the lease may be the other
+// start, which then reads this id key as its own (idKey).
 func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), opts ...broker.Option) (*lease, error) {
 	// A session of this process that just ended under the id (or the
 	// one a fork starts from) may still be having its store removed, its
@@ -435,31 +506,89 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 		return nil, fmt.Errorf("session: lease of %s: %w", cfg.ID, err)
 	}
 	n := cfg.replicas()
-	l, err := acquireLease(ctx, cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL, n)
+	l, err := newLease(cfg.Broker, cfg.ID, cfg.Clock, cfg.LeaseTTL)
 	if err != nil {
 		return nil, err
 	}
-	if leased != nil {
-		leased()
-	}
 	js := cfg.Broker.JetStream()
+	// A new session under an id of its caller's learns from its claim
+	// (create-only writes) whether the shared bucket held the id, not
+	// from a read of it first: a round trip through the JetStream API
+	// fewer on a named pipeline's start. l.made is then a guess until the
+	// claim answers.
+	guess := created && !cfg.generated
+	if guess {
+		opts = append(opts[:len(opts):len(opts)], broker.Claims())
+	}
+	kvOpts := append(opts[:len(opts):len(opts)], broker.Replicas(n), broker.Made(&l.made), broker.LookupsOn(cfg.Broker))
+	var kv *broker.SessionBucket
+	var sent *claimSent
+	var mine []byte
+	// Sent early only where nothing else can hold the id: its bucket of
+	// its own is looked for first (SessionKV, without a write), and a
+	// store with an archive is not sent to before the archive is asked —
+	// keys in the shared bucket are found before an archived session, so
+	// keys written there for an archived id and left by a kill before
+	// their removal would hide that session from its readers.
+	early := created && broker.PlacesInShared(opts...) && (cfg.generated || !cfg.Broker.MayHaveArchived(cfg.ID))
+	if early {
+		// Its place in the shared bucket is found without a write.
+		if kv, err = broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), kvOpts...); err != nil {
+			return nil, fmt.Errorf("session: checkpoint store: %w", err)
+		}
+		if cfg.generated && l.made {
+			mine = actors.NewIDKey()
+		}
+		if kv.Shared() && l.made {
+			sent = sendClaim(js, kv, mine, l.taken)
+		}
+	}
+	var leaseSent jetstream.PubAckFuture
+	if sent != nil {
+		if f := claimSentEarly.Load(); f != nil && *f != nil {
+			(*f)(cfg.ID)
+		}
+		leaseSent = l.send(ctx, cfg.Broker, n)
+	}
 	var archived bool
 	var aerr error
 	var looked chan struct{}
-	switch {
-	case created && cfg.generated:
-		// A generated id (NewID): no session had it, the archive holds
-		// nothing of it — a round trip to the archive's stream fewer.
-	case created:
+	if created && !cfg.generated && cfg.Broker.MayHaveArchived(cfg.ID) {
 		// Whether the archive holds the id is asked while the bucket is
-		// made: an archived session has none here (the archive holds
-		// it), so it is made, and removed if the id is refused.
+		// made (and the lease taken, for a claim sent early): an
+		// archived session has none here (the archive holds it), so it
+		// is made, and removed if the id is refused. A generated id
+		// (NewID): no session had it, the archive holds nothing of it —
+		// a round trip to the archive's stream fewer.
 		looked = make(chan struct{})
 		go func() {
 			defer close(looked)
 			archived, aerr = cfg.Broker.Archived(ctx, cfg.ID)
 		}()
-	default:
+	}
+	first, err := l.acquire(ctx, cfg.Broker, n, leaseSent)
+	if err != nil {
+		if looked != nil {
+			<-looked
+		}
+		if sent != nil {
+			sent.await(ctx, l) // no write of this start lands after it returns
+		}
+		return nil, err
+	}
+	if sent != nil && !first {
+		// The lease was taken from a holder before (released, or
+		// expired): the claim may have landed before that holder's
+		// removal of the id's keys was done, and been removed with them.
+		// Its answer is not trusted: the claim is written again below,
+		// after the lease, as for any store the session finds keys in.
+		sent.await(ctx, l)
+		sent, l.made = nil, false
+	}
+	if leased != nil {
+		leased()
+	}
+	if !created {
 		archived, err = cfg.Broker.Archived(ctx, cfg.ID)
 		if err == nil && archived {
 			err = broker.RestoreSession(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n))...)
@@ -469,17 +598,18 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			return nil, fmt.Errorf("session: checkpoint store: %w", err)
 		}
 	}
-	// A new session under an id of its caller's learns from its claim
-	// (claimAtOnce: create-only writes) whether the shared bucket held
-	// the id, not from a read of it first: a round trip through the
-	// JetStream API fewer on a named pipeline's start. l.made is then a
-	// guess until the claim answers.
-	guess := created && !cfg.generated
-	if guess {
-		opts = append(opts[:len(opts):len(opts)], broker.Claims())
+	if !early {
+		kv, err = broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), kvOpts...)
+		if err == nil && created && cfg.generated && l.made {
+			// A generated id's store, made without asking whether the
+			// store held the id: the key written is the proof that it
+			// did not.
+			mine = actors.NewIDKey()
+		}
 	}
-	kv, err := broker.SessionKV(ctx, js, cfg.ID, cfg.Broker.Storage(), append(opts, broker.Replicas(n), broker.Made(&l.made), broker.LookupsOn(cfg.Broker))...)
 	guess = guess && kv != nil && kv.Shared() && l.made
+	var seq uint64
+	var ok bool
 	if looked != nil {
 		<-looked
 		if aerr == nil && archived {
@@ -508,14 +638,12 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	}
 	// The id key first: the owner's mark below stays the bucket's latest
 	// write, which the journal's fence starts from.
-	var mine []byte
-	if created && cfg.generated && l.made {
-		// A generated id's store, made without asking whether the store
-		// held the id: the key written is the proof that it did not.
-		mine = actors.NewIDKey()
-	}
 	data := l.taken // the owner, as its lease holds it (not renewed yet)
-	seq, ok := claimAtOnce(ctx, js, kv, l, mine, data)
+	if sent != nil {
+		seq, ok = sent.await(ctx, l)
+	} else {
+		seq, ok = claimAtOnce(ctx, js, kv, l, mine, data)
+	}
 	if !ok && guess {
 		// The id's keys were there (a session, or what a start
 		// interrupted left), or the writes went unanswered: the store is
@@ -564,29 +692,56 @@ func claimAtOnce(ctx context.Context, js jetstream.JetStream, kv *broker.Session
 	if !l.made {
 		return 0, false
 	}
-	key := mine
-	if key == nil {
-		key = actors.NewIDKey()
+	return sendClaim(js, kv, mine, data).await(ctx, l)
+}
+
+// claimSentEarly is called with a claim sent before its lease is taken
+// (a test's OnClaimSentEarly).
+var claimSentEarly atomic.Pointer[func(id string)]
+
+// claimSent is a claim's two writes on their way (sendClaim).
+type claimSent struct {
+	key  []byte
+	acks [2]jetstream.PubAckFuture
+	err  bool // a write could not be sent
+}
+
+// sendClaim sends claimAtOnce's writes — the id key (mine, or a new one)
+// and the owner's mark (data), each created only where its key holds
+// nothing — without waiting for their answers (await).
+func sendClaim(js jetstream.JetStream, kv *broker.SessionBucket, mine, data []byte) *claimSent {
+	c := &claimSent{key: mine}
+	if c.key == nil {
+		c.key = actors.NewIDKey()
 	}
-	var acks [2]jetstream.PubAckFuture
 	for i, w := range [2]struct {
 		key  string
 		data []byte
-	}{{idKeyKey, key}, {ownerKey, data}} {
+	}{{idKeyKey, c.key}, {ownerKey, data}} {
 		m := nats.NewMsg(kv.Subject(w.key))
 		m.Data = w.data
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 		f, err := js.PublishMsgAsync(m)
 		if err != nil {
-			return 0, false
+			c.err = true
+			return c
 		}
-		acks[i] = f
+		c.acks[i] = f
 		if i == 0 {
 			crash.Point("claim-key-sent") // the id key on its way, the mark not yet
 		}
 	}
+	return c
+}
+
+// await is the claim's answer: the mark's sequence, and whether both
+// writes were made (then l holds the id key written).
+func (c *claimSent) await(ctx context.Context, l *lease) (uint64, bool) {
+	if c.err {
+		return 0, false
+	}
 	var seq uint64
-	for _, f := range acks {
+	for _, f := range c.acks {
 		select {
 		case ack := <-f.Ok():
 			seq = ack.Sequence
@@ -596,6 +751,6 @@ func claimAtOnce(ctx context.Context, js jetstream.JetStream, kv *broker.Session
 			return 0, false
 		}
 	}
-	l.idKey = key
+	l.idKey = c.key
 	return seq, true
 }

@@ -296,3 +296,102 @@ func TestLeaseBucketFoundAgain(t *testing.T) {
 	require.NotNil(t, o, "the lease is held in the new bucket")
 	require.Equal(t, os.Getpid(), o.PID)
 }
+
+// A named pipeline's start sends its claim while it takes its lease. When
+// another process holds the lease of an id the store holds nothing of, the
+// start is refused with who holds it, and what its claim wrote is the
+// keys a start killed after its claim leaves: no session is recorded, the
+// next start under the id runs (it writes over them), and RemoveUnrecorded
+// removes them.
+func TestNamedStartRefusedByALease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t) // a store without an archive
+
+	kv, err := broker.Leases(ctx, r.broker.JetStream(), r.broker.Storage())
+	require.NoError(t, err)
+	now := time.Now()
+	data, _ := json.Marshal(session.Owner{Host: "elsewhere", PID: 42, Since: now, Expires: now.Add(time.Hour), Token: "t"})
+	for _, id := range []string{"leased1", "leased2"} {
+		_, err = kv.Put(ctx, id, data)
+		require.NoError(t, err)
+		_, err = session.Start(ctx, r.durable(preparedPipeline, id))
+		var held *session.HeldError
+		require.ErrorAs(t, err, &held)
+		require.Equal(t, "elsewhere", held.Owner.Host)
+		_, err = session.ReadMeta(ctx, r.broker, id)
+		require.ErrorIs(t, err, session.ErrNoCheckpoint, "nothing of %s is recorded", id)
+		require.NoError(t, kv.Delete(ctx, id)) // the other process lets go
+	}
+	ids, err := broker.SharedSessions(ctx, r.broker.JetStream())
+	require.NoError(t, err)
+	require.Subset(t, ids, []string{"leased1", "leased2"}, "the refused starts' claims")
+
+	cfg := r.durable(preparedPipeline, "leased1")
+	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
+	rep := r.runConfig(cfg)
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	meta, err := session.ReadMeta(ctx, r.broker, "leased1")
+	require.NoError(t, err, "the next start under the id is recorded")
+	require.Equal(t, "leased1", meta.ID)
+
+	require.NoError(t, session.RemoveUnrecorded(ctx, r.broker, "leased2"))
+	ids, err = broker.SharedSessions(ctx, r.broker.JetStream())
+	require.NoError(t, err)
+	require.NotContains(t, ids, "leased2", "removed")
+	_, err = session.ReadMeta(ctx, r.broker, "leased1")
+	require.NoError(t, err, "kept: recorded")
+}
+
+// A claim sent before its lease is taken is trusted only when the lease's
+// entry held nothing (nobody held the id within the lease bucket's age).
+// Here the id was held and released before, and the keys the claim wrote
+// are removed between the claim and the lease — as a previous holder's
+// removal of the id's store, landing after the claim, would do. The start
+// writes its claim again once it holds the lease, and the session's
+// journal (fenced by the owner's mark) works: it completes.
+func TestClaimSentEarlyAfterAHolderIsWrittenAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := newRun(t) // a store without an archive
+	js := r.broker.JetStream()
+	shared, err := broker.SharedKV(ctx, js, r.broker.Storage(), 1)
+	require.NoError(t, err)
+
+	kv, err := broker.Leases(ctx, js, r.broker.Storage())
+	require.NoError(t, err)
+	data, _ := json.Marshal(session.Owner{Host: "elsewhere", PID: 42, Since: time.Now(), Expires: time.Now().Add(time.Hour), Token: "t"})
+	_, err = kv.Put(ctx, "early1", data)
+	require.NoError(t, err)
+	require.NoError(t, kv.Delete(ctx, "early1")) // released
+
+	stream, err := js.Stream(ctx, "KV_"+broker.SharedName)
+	require.NoError(t, err)
+	removed := 0
+	session.OnClaimSentEarly(func(id string) {
+		if id != "early1" {
+			return
+		}
+		// Once the claim's mark is stored, every key of the id is purged.
+		w, err := shared.Watch(ctx, id+".session.owner", jetstream.IgnoreDeletes())
+		require.NoError(t, err)
+		defer func() { _ = w.Stop() }()
+		for e := range w.Updates() {
+			if e != nil {
+				break
+			}
+		}
+		require.NoError(t, stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+broker.SharedName+"."+id+".>")))
+		removed++
+	})
+	defer session.OnClaimSentEarly(nil)
+
+	cfg := r.durable(preparedPipeline, "early1")
+	cfg.Checkpoint = &session.CheckpointPolicy{Retain: true}
+	rep := r.runConfig(cfg)
+	require.Equal(t, 1, removed, "the claim was sent early, and its keys removed")
+	require.Equal(t, "success", rep.Status, rep.Reason)
+	meta, err := session.ReadMeta(ctx, r.broker, "early1")
+	require.NoError(t, err)
+	require.Equal(t, "early1", meta.ID)
+}
