@@ -124,7 +124,7 @@ func (s *System) asking(node string) (string, bool) {
 // buffers (0 when it cannot tell).
 func (s *System) buffered(node string) int {
 	s.mu.Lock()
-	pid, ok := s.pids[node]
+	pid, ok := s.pidLocked(node)
 	stopped := s.stopped
 	s.mu.Unlock()
 	if !ok || stopped {

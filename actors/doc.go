@@ -117,7 +117,7 @@
 //	                reports while it runs, charged to its ticket)
 //	scheduler       the Scheduler's lock (the journal snapshots its counters);
 //	                it calls back (notices) without holding it
-//	System.mu       pids, actors, subscriptions, the consumer, stopped
+//	System.mu       actors (and their pids), subscriptions, the consumer, stopped
 //	System.evMu     Emit against Stop closing the event queue
 //
 // Leaves, taken with nothing else acquired under them: System.routeMu (where a

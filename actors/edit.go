@@ -159,7 +159,7 @@ func (s *System) ApplyEdit(g *graph.Graph) (*Edit, error) {
 		}
 		subj := broker.Edge(s.cfg.SessionID, id)
 		s.mu.Lock()
-		pid := s.pids[e.To]
+		pid, _ := s.pidLocked(e.To)
 		s.mu.Unlock()
 		s.setRoute(subj, e.To, pid)
 		undo = append(undo, func() { s.dropRoute(subj) })
@@ -253,7 +253,10 @@ func (a *nodeActor) retired(c actor.Context, m *retire) {
 		return // the records on their way are acknowledged first (committed)
 	}
 	a.s.mu.Lock()
-	delete(a.s.pids, a.node.ID)
+	if a.s.actors[a.node.ID] == a { // not a node added again under its id meanwhile
+		delete(a.s.actors, a.node.ID)
+	}
+	a.s.retired = append(a.s.retired, a) // its goroutines end at Stop
 	a.s.mu.Unlock()
 	a.s.Emit(&pb.Event{Kind: "node.removed", Node: a.node.ID})
 	c.Stop(c.Self())
@@ -313,8 +316,7 @@ func (s *System) dropRoutesOf(nodes []string) {
 // subscriptions or consumer end and its actor stops.
 func (s *System) unspawn(g *graph.Graph, node string) {
 	s.mu.Lock()
-	pid := s.pids[node]
-	delete(s.pids, node)
+	pid, _ := s.pidLocked(node)
 	delete(s.actors, node)
 	s.mu.Unlock()
 	s.dropRoutesTo(node)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -153,16 +154,19 @@ type nodeActor struct {
 
 	emitFn  func(kind string, fields map[string]any) // Input.Emit (emitter)
 	mailbox pinned                                   // the goroutine that runs Receive
-	runner  pinned                                   // the goroutine that runs the handler
-	// io (durable sessions) runs what a firing does once its record is
-	// stored: its events and publications, while the runner already runs
-	// the next firing. inflight counts the firings (and refusals) handed to
-	// the journal and not yet reported back (committed).
-	io       *pinned
-	inflight int
+	// runner is the goroutine that runs the handler; io (durable
+	// sessions) runs what a firing does once its record is stored: its
+	// events and publications, while the runner already runs the next
+	// firing. Both are made when first given work (System.runOn,
+	// System.handOff): an idle node has neither (80 bytes each). inflight
+	// counts the firings (and refusals) handed to the journal and not yet
+	// reported back (committed).
+	runner, io atomic.Pointer[pinned]
+	inflight   int
 
-	// self is the node's actor (set at its first message).
-	self *actor.PID
+	// self is the node's actor (set at its first message); pid the same,
+	// set by its spawn and read under System.mu.
+	self, pid *actor.PID
 
 	// runFn runs the firing handed to the runner (handed), made on the
 	// first firing; outcomeKey and retryKey are the context keys
@@ -175,9 +179,11 @@ type nodeActor struct {
 // stopPinned ends the actor's goroutines (after the actor stopped).
 func (a *nodeActor) stopPinned() {
 	a.mailbox.stop()
-	a.runner.stop()
-	if a.io != nil {
-		a.io.stop()
+	if r := a.runner.Load(); r != nil {
+		r.stop()
+	}
+	if io := a.io.Load(); io != nil {
+		io.stop()
 	}
 }
 
@@ -898,7 +904,7 @@ func (a *nodeActor) runHanded() {
 	res := a.run(job.runCtx, job)
 	crash.Point("handler-done")
 	job.done = runDone{firing: job.firing, res: res}
-	if a.runner.claim(&a.mailbox) && a.s.cfg.JetStream == nil && !a.retiring {
+	if a.runner.Load().claim(&a.mailbox) && a.s.cfg.JetStream == nil && !a.retiring {
 		// The mailbox is this goroutine's (nothing runs Receive until it
 		// gives it back, and nothing waited there): a session that is not
 		// durable applies the outcome here, as Receive would have done

@@ -103,9 +103,9 @@ func (s *System) Quiesce(ctx context.Context) error {
 // allIdle asks every node actor whether it is idle for a handover.
 func (s *System) allIdle() bool {
 	s.mu.Lock()
-	pids := make([]*actor.PID, 0, len(s.pids))
-	for _, p := range s.pids {
-		pids = append(pids, p)
+	pids := make([]*actor.PID, 0, len(s.actors))
+	for _, a := range s.actors {
+		pids = append(pids, a.pid)
 	}
 	stopped := s.stopped
 	s.mu.Unlock()

@@ -261,7 +261,7 @@ func (s *System) settle(a *nodeActor, self *actor.PID, f settledFiring) {
 	if scheduled {
 		return // settleAll has not taken the queue yet: it takes f as well
 	}
-	if !s.runOn(a.io, func() { a.settleAll(self) }) {
+	if !s.runOn(&a.io, func() { a.settleAll(self) }) {
 		for range s.takeSettled(a) {
 			s.editMu.RUnlock()
 		}
@@ -289,8 +289,9 @@ func (a *nodeActor) settleAll(self *actor.PID) {
 	// The node that receives the first output handed over whose mailbox
 	// needs a goroutine runs on this one once this function returns
 	// (warmPool.carry): in a chain, the hop goes on without a wake-up.
-	a.s.warm.carry(a.io)
-	defer a.s.warm.uncarry(a.io)
+	io := a.io.Load() // this goroutine's
+	a.s.warm.carry(io)
+	defer a.s.warm.uncarry(io)
 	for i := range fs {
 		f := &fs[i]
 		j := f.j

@@ -26,7 +26,9 @@ func settleRig(t *testing.T) (*System, *nodeActor, *actor.PID, <-chan *settled) 
 		pool.close()
 		wg.Wait()
 	})
-	return s, &nodeActor{s: s, io: &pinned{pool: pool}}, pid, got
+	a := &nodeActor{s: s}
+	a.io.Store(&pinned{pool: pool})
+	return s, a, pid, got
 }
 
 // settleFirings settles n firings of a consuming one envelope each, their
@@ -48,7 +50,7 @@ func settleFirings(s *System, a *nodeActor, pid *actor.PID, n int) {
 func TestSettledTogether(t *testing.T) {
 	s, a, pid, got := settleRig(t)
 	busy := make(chan struct{})
-	a.io.Schedule(func() { <-busy }) // the io goroutine runs a handler
+	a.io.Load().Schedule(func() { <-busy }) // the io goroutine runs a handler
 	settleFirings(s, a, pid, 5)
 	close(busy)
 	var m *settled
@@ -75,7 +77,7 @@ func TestSettledTogether(t *testing.T) {
 	// first of the two before the second is queued (CI at 7c64e24 saw
 	// that), which is right but not what this checks.
 	busy = make(chan struct{})
-	a.io.Schedule(func() { <-busy })
+	a.io.Load().Schedule(func() { <-busy })
 	settleFirings(s, a, pid, 2)
 	close(busy)
 	select {

@@ -41,8 +41,8 @@ func (s *System) Buffers(ctx context.Context) []BufferStat {
 		s.mu.Unlock()
 		return nil
 	}
-	ids := make([]string, 0, len(s.pids))
-	for id := range s.pids {
+	ids := make([]string, 0, len(s.actors))
+	for id := range s.actors {
 		ids = append(ids, id)
 	}
 	s.mu.Unlock()

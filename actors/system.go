@@ -219,9 +219,11 @@ type System struct {
 	ctx    context.Context // cancelled by Stop: handlers see it
 	cancel context.CancelFunc
 
-	mu      sync.Mutex
-	pids    map[string]*actor.PID
+	mu sync.Mutex
+	// actors are the live nodes' actors (each with its pid); retired the
+	// ones a live edit removed, whose goroutines Stop still ends.
 	actors  map[string]*nodeActor
+	retired []*nodeActor
 	spawned []*actor.PID // every actor spawned, removed from the registry at Stop
 	subs    []*nats.Subscription
 	stopped bool
@@ -342,7 +344,7 @@ func New(cfg Config) (*System, error) {
 	s := &System{
 		cfg: cfg, as: as, root: as.as.Root, log: cfg.Logger, clk: cfg.Clock,
 		ctx: ctx, cancel: cancel,
-		pids: make(map[string]*actor.PID, len(cfg.Graph.Nodes)), actors: make(map[string]*nodeActor, len(cfg.Graph.Nodes)),
+		actors:  make(map[string]*nodeActor, len(cfg.Graph.Nodes)),
 		spawned: make([]*actor.PID, 0, len(cfg.Graph.Nodes)),
 	}
 	s.warm.wg, s.warm.spawn = &s.pinWG, s.goroutine
@@ -441,7 +443,7 @@ func (s *System) onNotice(n scheduler.Notice) {
 // wake sends a message to a node's actor.
 func (s *System) wake(node string, msg any) {
 	s.mu.Lock()
-	pid, ok := s.pids[node]
+	pid, ok := s.pidLocked(node)
 	stopped := s.stopped
 	s.mu.Unlock()
 	if ok && !stopped {
@@ -532,11 +534,8 @@ func (s *System) spawnWith(g *graph.Graph, n *graph.Node, i int, sj *sessionSubj
 	}
 	a.pure = pure
 	a.firing = s.cfg.Firings[n.ID]
-	a.mailbox.pool, a.runner.pool = &s.warm, &s.warm
+	a.mailbox.pool = &s.warm
 	a.mailbox.setInline(true) // the Started message, here
-	if s.cfg.JetStream != nil {
-		a.io = &pinned{pool: &s.warm}
-	}
 	pid, err := s.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a },
 		actor.WithDispatcher(&a.mailbox), actor.WithMailbox(nodeMailbox)), s.as.name(n.ID))
 	a.mailbox.setInline(false)
@@ -545,7 +544,7 @@ func (s *System) spawnWith(g *graph.Graph, n *graph.Node, i int, sj *sessionSubj
 	}
 	s.mu.Lock()
 	s.spawned = append(s.spawned, pid)
-	s.pids[n.ID] = pid
+	a.pid = pid
 	s.actors[n.ID] = a
 	s.mu.Unlock()
 	if sj == nil {
@@ -952,7 +951,7 @@ func (s *System) SetEventSeq(n uint64) { s.seq.Store(n) }
 // else with env (nil: an empty tick).
 func (s *System) Trigger(node string, env *pb.Envelope) error {
 	s.mu.Lock()
-	pid, ok := s.pids[node]
+	pid, ok := s.pidLocked(node)
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped {
@@ -975,14 +974,14 @@ func (s *System) goroutine(f func()) {
 
 // runOn runs f on p, a goroutine owned by the system; it refuses after
 // Stop, which waits for f.
-func (s *System) runOn(p *pinned, f func()) bool {
+func (s *System) runOn(at *atomic.Pointer[pinned], f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return false
 	}
 	s.wg.Add(1)
-	p.Schedule(func() {
+	s.pinnedLocked(at).Schedule(func() {
 		defer s.wg.Done()
 		f()
 	})
@@ -994,15 +993,27 @@ func (s *System) runOn(p *pinned, f func()) bool {
 // (pinned.handOff). f must call s.wg.Done when it returns (a node's run
 // function, made once: a closure wrapping f was an allocation per
 // firing).
-func (s *System) handOff(from, p *pinned, f func()) bool {
+func (s *System) handOff(from *pinned, to *atomic.Pointer[pinned], f func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return false
 	}
 	s.wg.Add(1)
-	from.handOff(p, f)
+	from.handOff(s.pinnedLocked(to), f)
 	return true
+}
+
+// pinnedLocked is the queue at holds, made on the System's warm pool when
+// it has none yet (s.mu held, the System not stopped: Stop finds every
+// queue made before it, and none is made after).
+func (s *System) pinnedLocked(at *atomic.Pointer[pinned]) *pinned {
+	p := at.Load()
+	if p == nil {
+		p = &pinned{pool: &s.warm}
+		at.Store(p)
+	}
+	return p
 }
 
 // Stop cancels running handlers, unsubscribes, stops every actor and waits
@@ -1019,9 +1030,9 @@ func (s *System) Stop() {
 		pid *actor.PID
 		a   *nodeActor
 	}
-	pids := make([]live, 0, len(s.pids))
-	for n, p := range s.pids {
-		pids = append(pids, live{p, s.actors[n]})
+	pids := make([]live, 0, len(s.actors))
+	for _, a := range s.actors {
+		pids = append(pids, live{a.pid, a})
 	}
 	s.mu.Unlock()
 	s.stopConsuming()
@@ -1041,6 +1052,9 @@ func (s *System) Stop() {
 	}
 	s.mu.Lock()
 	for _, a := range s.actors {
+		a.stopPinned()
+	}
+	for _, a := range s.retired {
 		a.stopPinned()
 	}
 	spawned := s.spawned
@@ -1069,5 +1083,14 @@ func (s *System) stoppedNow() bool {
 func (s *System) pidOf(node string) *actor.PID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pids[node]
+	pid, _ := s.pidLocked(node)
+	return pid
+}
+
+// pidLocked is the pid of node's live actor (s.mu held).
+func (s *System) pidLocked(node string) (*actor.PID, bool) {
+	if a := s.actors[node]; a != nil {
+		return a.pid, true
+	}
+	return nil, false
 }
