@@ -69,6 +69,10 @@ type Config struct {
 // GraphScope is the scope name of the graph's own budget.
 const GraphScope = "graph"
 
+// graphOnly is the Scopes of a node in no subgraph (its capacity its
+// length: an append copies it).
+var graphOnly = []string{GraphScope}[:1:1]
+
 func limitsOf(a graph.Attrs) (Limits, error) {
 	var l Limits
 	if v, ok := a["budget_time"]; ok {
@@ -247,7 +251,11 @@ func nodeConfig(g *graph.Graph, n *graph.Node, subgraphs []string) (*NodeConfig,
 	if nc.Budget, err = limitsOf(n.Attrs); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.ID, err)
 	}
-	nc.Scopes = append(append([]string(nil), subgraphs...), GraphScope)
+	if len(subgraphs) == 0 {
+		nc.Scopes = graphOnly // read, never written: one slice for every such node
+	} else {
+		nc.Scopes = append(append([]string(nil), subgraphs...), GraphScope)
+	}
 	for _, l := range strings.Split(n.Attrs.String("locks"), ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			nc.Locks = append(nc.Locks, l)
