@@ -549,6 +549,7 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 			(*f)(cfg.ID)
 		}
 		leaseSent = l.send(ctx, cfg.Broker, n)
+		crash.Point("lease-sent") // the claim and the lease on their way, no answer read
 	}
 	var archived bool
 	var aerr error

@@ -267,7 +267,7 @@ func TestCrashCreation(t *testing.T) {
 	}{
 		// create-stream-early is a reactive session's (a pipeline makes
 		// no work stream at its start): session's TestCreateStreamEarlyKilled.
-		{"create-stream:1", false}, {"claim-key-sent:1", false}, {"create-bucket:1", false}, {"create-graph:1", false},
+		{"create-stream:1", false}, {"claim-key-sent:1", false}, {"lease-sent:1", false}, {"create-bucket:1", false}, {"create-graph:1", false},
 		{"create-input:1", false}, {"create-meta:1", true}, {"deliver:1", true},
 	} {
 		t.Run(tc.point, func(t *testing.T) {
