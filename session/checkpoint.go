@@ -150,6 +150,7 @@ type journal struct {
 	fenceHdr    nats.Header         // the header of the fence fenceHdrOf (sharedFence; guarded by wmu)
 	fenceHdrOf  uint64
 	sending     nats.Msg            // the message a window is published with (sendWindow; guarded by wmu)
+	ackWait     clock.Timer         // bounds the wait for a window's acknowledgements (awaitWindow; guarded by wmu)
 	last        uint64              // the stream sequence of this owner's last write stored
 	token       string              // this owner's mark (ownerKey)
 	offline     bool                // rebuilding a state from records

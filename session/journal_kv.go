@@ -576,7 +576,7 @@ func (j *journal) sharedFence() nats.Header {
 // writes again, the patient way, what was not stored; j.wmu held.
 func (j *journal) awaitWindow(ctx context.Context, batch []entry, w *sentWindow) error {
 	sent, first := w.sent, w.first
-	wait := j.clk.NewTimer(30 * time.Second) // an acknowledgement that never comes
+	wait := j.ackTimer(30 * time.Second) // an acknowledgement that never comes
 	defer wait.Stop()
 	for i, r := range batch {
 		if i < sent {
@@ -610,6 +610,24 @@ func (j *journal) awaitWindow(ctx context.Context, batch []entry, w *sentWindow)
 		}
 	}
 	return nil
+}
+
+// ackTimer is the journal's timer for a window's acknowledgements, set to
+// fire after d: made once, and reset for each window (j.wmu held). What
+// it sent before and nobody read is dropped first (a fake clock's timer
+// keeps it).
+func (j *journal) ackTimer(d time.Duration) clock.Timer {
+	if j.ackWait == nil {
+		j.ackWait = j.clk.NewTimer(d)
+		return j.ackWait
+	}
+	j.ackWait.Stop()
+	select {
+	case <-j.ackWait.C():
+	default:
+	}
+	j.ackWait.Reset(d)
+	return j.ackWait
 }
 
 // stored notes that a write of this owner was stored at the stream's
