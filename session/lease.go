@@ -555,10 +555,11 @@ func claimThen(ctx context.Context, cfg *Config, created bool, leased func(), op
 	var aerr error
 	var looked chan struct{}
 	if created && !cfg.generated && cfg.Broker.MayHaveArchived(cfg.ID) {
-		// Whether the archive holds the id is asked while the bucket is
-		// made (and the lease taken, for a claim sent early): an
-		// archived session has none here (the archive holds it), so it
-		// is made, and removed if the id is refused. A generated id
+		// Whether the archive holds the id is asked while the lease is
+		// taken and the bucket made (a server with an archive sends no
+		// claim early): an archived session has none here (the archive
+		// holds it), so it is made, and removed if the id is refused. A
+		// generated id
 		// (NewID): no session had it, the archive holds nothing of it —
 		// a round trip to the archive's stream fewer.
 		looked = make(chan struct{})
