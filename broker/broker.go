@@ -246,10 +246,8 @@ func (b *Broker) ForgetLeases() {
 // fails through the handle (the stream deleted, an operator's `gc` or a
 // test) looks the stream up again.
 func (b *Broker) Archived(ctx context.Context, session string) (bool, error) {
-	b.archive.mu.Lock()
-	s := b.archive.stream
-	b.archive.mu.Unlock()
-	if s == nil && b.Unheard("$KV."+ArchiveName+"."+archivedMark(session)) {
+	s, none := b.knownArchive(session)
+	if none {
 		return false, nil // no archive on this server: nothing asked
 	}
 	if s != nil {
@@ -277,10 +275,18 @@ func (b *Broker) Archived(ctx context.Context, session string) (bool, error) {
 // asking the server: this server has no archive (and none was found
 // before).
 func (b *Broker) MayHaveArchived(session string) bool {
+	_, none := b.knownArchive(session)
+	return !none
+}
+
+// knownArchive is the archive's stream as this broker last found it (nil:
+// not found yet), and none when it is nil and no stream on this server
+// takes session's archived mark: the server has no archive.
+func (b *Broker) knownArchive(session string) (s jetstream.Stream, none bool) {
 	b.archive.mu.Lock()
-	s := b.archive.stream
+	s = b.archive.stream
 	b.archive.mu.Unlock()
-	return s != nil || !b.Unheard("$KV."+ArchiveName+"."+archivedMark(session))
+	return s, s == nil && b.Unheard("$KV."+ArchiveName+"."+archivedMark(session))
 }
 
 // JetStream is the JetStream context of the broker's connection.
