@@ -158,7 +158,7 @@ func (a *nodeActor) holdSteer(m *delivery) {
 	a.s.steers.add(m.env)
 	a.s.Emit(&pb.Event{Kind: "steer.received", Node: a.node.ID, Message: m.env.GetPayload().GetMessage(),
 		Attrs: []*pb.KV{{Key: "envelope", Value: m.env.GetId()}}})
-	if m.msg == nil {
+	if m.ack == "" {
 		return
 	}
 	ids := []string{m.env.GetId()}

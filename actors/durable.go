@@ -353,7 +353,7 @@ func (s *System) deliverDurable(m jetstream.Msg, seq uint64) {
 	if c := callerFromHeaders(m.Headers()); c != nil {
 		env.Caller = c
 	}
-	s.root.Send(pid, &delivery{edge: s.edgeOfSubject(m.Subject()), env: env, msg: m, seq: seq})
+	s.root.Send(pid, &delivery{edge: s.edgeOfSubject(m.Subject()), env: env, ack: m.Reply(), seq: seq})
 }
 
 // handOver hands an envelope a firing produced to the actor of the node
@@ -424,17 +424,17 @@ func (a *nodeActor) track(m *delivery) bool {
 		// made the first one is gone); one it consumed is acknowledged
 		// again.
 		if !a.unacked.has(m.seq) {
-			_ = m.msg.Ack()
+			a.s.ackHeld(m.ack)
 			return false
 		}
 		if held, ok := a.acks[id]; ok {
-			held.replace(m.seq, m.msg)
+			held.replace(m.seq, m.ack)
 			a.acks[id] = held
 		}
 		return false
 	}
 	if a.s.consumed.has(id) {
-		_ = m.msg.Ack()
+		a.s.ackHeld(m.ack)
 		a.s.Emit(&pb.Event{Kind: "envelope.duplicate", Node: a.node.ID, EdgeId: m.edge,
 			Message: "envelope " + id + " was already consumed"})
 		return false
@@ -445,7 +445,7 @@ func (a *nodeActor) track(m *delivery) bool {
 	a.unacked.add(m.seq)
 	a.s.held.Add(1)
 	if held, ok := a.acks[id]; ok {
-		held.more = append(held.more, heldMsg{m.msg, m.seq})
+		held.more = append(held.more, heldMsg{m.ack, m.seq})
 		a.acks[id] = held
 		a.s.Emit(&pb.Event{Kind: "envelope.duplicate", Node: a.node.ID, EdgeId: m.edge,
 			Message: "envelope " + id + " was already delivered"})
@@ -454,14 +454,29 @@ func (a *nodeActor) track(m *delivery) bool {
 	if a.acks == nil {
 		a.acks = map[string]heldMsgs{}
 	}
-	a.acks[id] = heldMsgs{first: heldMsg{m.msg, m.seq}}
+	a.acks[id] = heldMsgs{first: heldMsg{m.ack, m.seq}}
 	return true
 }
 
-// heldMsg is a JetStream message a node holds until its envelope is
-// consumed.
+// ackBody is the body of a JetStream acknowledgement (what nats.go's
+// jetstream.Msg.Ack publishes).
+var ackBody = []byte("+ACK")
+
+// ackHeld acknowledges the JetStream delivery whose reply subject is ack,
+// on the connection of the JetStream context that made the session's
+// consumer (the one its journal writes on), as jetstream.Msg.Ack would.
+func (s *System) ackHeld(ack string) {
+	if ack == "" || s.cfg.JetStream == nil {
+		return
+	}
+	_ = s.cfg.JetStream.Conn().Publish(ack, ackBody)
+}
+
+// heldMsg is a JetStream delivery a node holds until its envelope is
+// consumed: the reply subject it is acknowledged on, and its stream
+// sequence.
 type heldMsg struct {
-	msg jetstream.Msg
+	ack string
 	seq uint64
 }
 
@@ -473,14 +488,15 @@ type heldMsgs struct {
 	more  []heldMsg
 }
 
-// replace makes msg the copy of sequence seq (a new delivery of it).
-func (h *heldMsgs) replace(seq uint64, msg jetstream.Msg) {
+// replace makes ack the reply subject of the copy of sequence seq (a new
+// delivery of it).
+func (h *heldMsgs) replace(seq uint64, ack string) {
 	if h.first.seq == seq {
-		h.first.msg = msg
+		h.first.ack = ack
 	}
 	for i := range h.more {
 		if h.more[i].seq == seq {
-			h.more[i].msg = msg
+			h.more[i].ack = ack
 		}
 	}
 }
@@ -493,7 +509,7 @@ func (h *heldMsgs) ack(a *nodeActor) {
 		if i >= 0 {
 			m = h.more[i]
 		}
-		_ = m.msg.Ack()
+		a.s.ackHeld(m.ack)
 		a.unacked.remove(m.seq)
 		a.s.held.Add(-1)
 	}

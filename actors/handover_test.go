@@ -82,7 +82,7 @@ func TestHandLocalFollowsTheBus(t *testing.T) {
 	}
 	select {
 	case d := <-got:
-		if d.handed || d.msg != nil || d.edge != "a.b" || d.env != env {
+		if d.handed || d.ack != "" || d.edge != "a.b" || d.env != env {
 			t.Fatalf("delivery %+v: want %s on edge a.b, nothing to acknowledge", d, env.Id)
 		}
 	case <-time.After(10 * time.Second):
