@@ -150,9 +150,10 @@ type nodeActor struct {
 	// removedHeld: what the node's gate held when a live edit removed it
 	removedHeld []*pb.Envelope
 
-	// acks holds, in durable sessions, the JetStream messages of the
-	// envelopes the node holds, by envelope id, until they are consumed
-	// (made on the first).
+	// acks holds, in durable sessions, the JetStream deliveries (their
+	// ack subjects and stream sequences, heldMsg) of the envelopes the
+	// node holds, by envelope id, until they are consumed (made on the
+	// first).
 	acks    map[string]heldMsgs
 	unacked seqSet // stream sequences held
 	maxSeq  uint64 // the highest stream sequence received
