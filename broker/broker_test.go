@@ -59,6 +59,28 @@ func TestEmbeddedDefaults(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "v", string(e.Value()))
 	})
+	t.Run("no subscription-list cache, and wildcards still route", func(t *testing.T) {
+		// Subjects published on stay out of any cache the server would walk
+		// at each wildcard subscription made or removed (serverOptions).
+		other, err := b.NewConn()
+		require.NoError(t, err)
+		defer other.Close()
+		got := make(chan *nats.Msg, 64)
+		sub, err := other.ChanSubscribe(broker.Edge("s2", ">"), got)
+		require.NoError(t, err)
+		require.NoError(t, other.Flush())
+		for i := range 20 {
+			require.NoError(t, b.Conn().Publish(broker.Edge("s2", fmt.Sprintf("a.b%d", i)), []byte("x")))
+		}
+		for range 20 {
+			recv(t, got, 10*time.Second, "message on a wildcard")
+		}
+		require.NoError(t, sub.Unsubscribe())
+		require.NoError(t, other.Flush())
+		sz, err := b.Server().Subsz(nil)
+		require.NoError(t, err)
+		require.Zero(t, sz.NumCache, "subjects cached by the server's subscription list")
+	})
 }
 
 func TestCloseIsIdempotentAndStopsTheServer(t *testing.T) {

@@ -31,11 +31,10 @@ const maxPayload = 8 << 20
 // subscription made or removed, each subject matched against it. A
 // session makes and removes two (its inboxes' and its edges': the intake
 // of a durable session, the dispatch of one that is not) and publishes on
-// subjects of its own (its journal's keys), so
-// the cache is always full of subjects no one publishes on again: those
-// walks were 4% of the CPU of a durable 10-node pipeline's Run, on the
-// server's reading of the session's connection, ahead of what the session
-// sent after them. Without it a publish matches the subscription tree
+// subjects of its own (its journal's keys), so the cache is always full
+// of subjects no one publishes on again: those walks were 4% of the CPU
+// of a durable 10-node pipeline's Run, on the server's reading of the
+// session's connection, ahead of what the session sent after them. Without it a publish matches the subscription tree
 // (a client keeps its own cache of recent results); measured in the same
 // process: a durable 10-node Run 10% less wall time, a named one 7%,
 // ingest unchanged or better (performance.md, seventeenth round).
