@@ -262,7 +262,7 @@ func (s *System) startFeed() error {
 	}
 	s.feedMade = true
 	s.mu.Unlock()
-	f, err := s.consume(cons)
+	f, err := s.consume(cons, 0)
 	if err != nil {
 		return err
 	}

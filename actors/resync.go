@@ -86,6 +86,7 @@ type consumerWatch struct {
 	gap    atomic.Bool   // a feed lost a delivery: re-create
 	check  atomic.Bool   // the connection or the pull was lost: look
 	why    atomic.Value  // string: what the gap was
+	armed  atomic.Bool   // a feed delivered a run: watch it for a stall (stall.go)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -97,11 +98,13 @@ func (w *consumerWatch) poke() {
 	}
 }
 
-// consume starts a feed of cons: deliveries go to deliverDurable through
-// deliverFed.
-func (s *System) consume(cons jetstream.Consumer) (*feed, error) {
+// consume starts a feed of cons whose first delivery follows delivery
+// last of the consumer (0: a new consumer): deliveries go to
+// deliverDurable through deliverFed.
+func (s *System) consume(cons jetstream.Consumer, last uint64) (*feed, error) {
 	f := &feed{}
-	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) }, append(pullOpts(),
+	f.last.Store(last)
+	cc, err := cons.Consume(func(m jetstream.Msg) { s.deliverFed(f, m) }, append(feedOpts(),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrNoHeartbeat):
@@ -143,6 +146,7 @@ func (s *System) deliverFed(f *feed, m jetstream.Msg) {
 		// leader whose state was behind delivers again what it does
 		// not know was delivered (the nodes recognise it).
 		f.last.Store(d)
+		s.armStall(d)
 	}
 	s.deliverDurable(m, seq)
 }
@@ -208,6 +212,8 @@ func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
 	nc := s.cfg.JetStream.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
+	var stall stallTimer // stall.go
+	defer stall.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -218,7 +224,13 @@ func (s *System) watchConsumer(ctx context.Context, done chan struct{}) {
 				continue
 			}
 			s.watch.check.Store(true)
+		case <-stall.c:
+			s.stallTick(ctx, &stall)
+			continue
 		case <-s.watch.wake:
+		}
+		if s.watch.armed.Load() {
+			stall.start(s.currentFeed())
 		}
 		switch {
 		case s.watch.gap.Swap(false):
@@ -378,7 +390,7 @@ func (s *System) refeed(ctx context.Context, start *uint64) error {
 	s.mu.Lock()
 	cons = s.consumer
 	s.mu.Unlock()
-	f, err := s.consume(cons)
+	f, err := s.consume(cons, 0)
 	if err != nil {
 		return err
 	}

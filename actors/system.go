@@ -275,6 +275,8 @@ type System struct {
 	feed         *feed
 	consumeEnded bool // stopConsuming was called: no feed starts again
 	watch        consumerWatch
+	// stallRestarts counts the feeds found stalled and consumed again (stall.go).
+	stallRestarts atomic.Int64
 	// held counts the deliveries of the session's consumer that nodes hold
 	// unacknowledged (durable sessions), for lostAcks.
 	held atomic.Int64
