@@ -26,20 +26,48 @@ import (
 // 400 events stall it 16 times — about a minute of heartbeats, a second
 // with the watch — and each event fires once.
 func TestStalledFeedConsumedAgain(t *testing.T) {
+	stalledFeed(t, "stall", `digraph s { kind=session; a [type="test.echo"] }`, "a")
+}
+
+// TestStalledFeedConsumedAgainInPipeline is the same in a durable
+// pipeline whose node b reads outside envelopes (its work stream made by
+// the first one) while a holds its run open; b's firings go on to c,
+// which holds too, so the pipeline runs until it is stopped.
+func TestStalledFeedConsumedAgainInPipeline(t *testing.T) {
+	stalledFeed(t, "stall-pipeline", `digraph p { max_visits=0;
+		start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="test.hold"]; b [type="test.echo"]; c [type="test.hold"]
+		start -> a -> b -> c -> exit }`, "b")
+}
+
+// stalledFeed runs the graph src as durable session id with every feed
+// stalling after 25 deliveries, publishes 400 envelopes to node's inbox,
+// and checks each fires node once, well before the heartbeats would have
+// restarted the feed 16 times, with the feed consumed again, not the
+// consumer re-created.
+func stalledFeed(t *testing.T, id, src, node string) {
 	defer actors.SetFeedStall(25)()
 	b := brokertest.Start(t)
-	const id, n = "stall", 400
-	g, diags := graph.Load("s.dot", []byte(`digraph s { kind=session; a [type="test.echo"] }`))
+	const n = 400
+	g, diags := graph.Load(id+".dot", []byte(src))
 	require.False(t, diags.HasErrors(), "%v", diags)
 	fired := make(chan string, n)
 	var warnings []string
 	warned := make(chan string, 16)
 	echo := nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
-		fired <- nodes.InputText(in.Messages)
+		for _, m := range in.Messages {
+			if m.From == "" { // from outside
+				fired <- m.Text
+			}
+		}
 		return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
 	})
+	hold := nodes.HandlerFunc(func(ctx context.Context, _ *nodes.Input) (*nodes.Outcome, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
 	s, err := session.Start(context.Background(), session.Config{ID: id, Graph: g, Broker: b, Durable: true,
-		Handlers: map[string]nodes.Handler{"test.echo": echo},
+		Handlers: map[string]nodes.Handler{"test.echo": echo, "test.hold": hold},
 		Observer: func(ev *pb.Event) {
 			if ev.Kind == "session.warning" {
 				select {
@@ -55,7 +83,7 @@ func TestStalledFeedConsumedAgain(t *testing.T) {
 	go func() {
 		for i := 0; i < n; i++ {
 			env := &pb.Envelope{Id: fmt.Sprintf("%s-%d", id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
-			if err := s.System().Send(context.Background(), broker.NodeIn(id, "a"), env); err != nil {
+			if err := s.System().Send(context.Background(), broker.NodeIn(id, node), env); err != nil {
 				sent <- err
 				return
 			}
