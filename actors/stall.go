@@ -115,9 +115,8 @@ func (s *System) stallTick(ctx context.Context, st *stallTimer) {
 		st.start(s.currentFeed()) // a new feed (a re-creation): watched afresh
 		return
 	}
-	if last := f.last.Load(); last != st.seen {
-		st.start(f)
-		st.seen = last
+	if f.last.Load() != st.seen {
+		st.start(f) // from where it is now
 		return
 	}
 	st.f = nil
