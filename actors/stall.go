@@ -21,9 +21,9 @@ import (
 // consumer with no request waiting and 10,000 messages pending for 4 s.
 //
 // The consumer's watch catches it. Every stallArm deliveries of a feed arm
-// it (a stall needs at least half a pull delivered at once; sparse
-// deliveries never arm it); armed, it looks every StallWait whether the
-// feed moved. When it did not, it asks the server once: no request
+// it (a stall needs at least half a pull delivered at once; a feed of
+// sparse deliveries costs one question to the server a thousand of them);
+// armed, it looks every StallWait whether the feed moved. When it did not, it asks the server once: no request
 // waiting (a healthy feed always has one there, messages pending or not)
 // and every delivery the server made arrived (nothing on the way) — the
 // feed is stalled, and it is stopped and the same consumer consumed again
