@@ -124,6 +124,14 @@ func (s *System) stallTick(ctx context.Context, st *stallTimer) {
 	s.unstall(ctx, f)
 }
 
+// Stalled reports whether a feed whose last delivery was numbered last
+// stalled, by its consumer's state: no request waiting and every delivery
+// the server made arrived (nothing on the way). The feed is then consumed
+// again from last.
+func Stalled(info *jetstream.ConsumerInfo, last uint64) bool {
+	return info.NumWaiting == 0 && info.Delivered.Consumer == last
+}
+
 // currentFeed is the session's feed (nil when none).
 func (s *System) currentFeed() *feed {
 	s.mu.Lock()
@@ -143,7 +151,7 @@ func (s *System) unstall(ctx context.Context, f *feed) {
 	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	info, err := cons.Info(ictx)
 	cancel()
-	if err != nil || info.NumWaiting > 0 || info.Delivered.Consumer != f.last.Load() {
+	if err != nil || !Stalled(info, f.last.Load()) {
 		return // a request waiting, or deliveries on the way (the heartbeats and the gap check see to those)
 	}
 	s.mu.Lock()

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -275,16 +274,7 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 	// third of the rate. A session's watch consumes such a feed again
 	// within actors.StallWait (actors/stall.go); so does the floor's, so
 	// that neither is measured through that stall.
-	var mu sync.Mutex
-	restart := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		cc.Stop()
-		<-cc.Closed()
-		if c, err := cons.Consume(handle, pull...); err == nil {
-			cc = c
-		}
-	}
+	// cc is the watch's until it ends (below).
 	watchDone, watchStop := make(chan struct{}), make(chan struct{})
 	go func() { // ended below
 		defer close(watchDone)
@@ -299,8 +289,12 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 			}
 			p := processed.Load()
 			if p == last && p < int64(n) {
-				if info, err := cons.Info(ctx); err == nil && info.NumWaiting == 0 && int64(info.Delivered.Consumer) == p {
-					restart()
+				if info, err := cons.Info(ctx); err == nil && actors.Stalled(info, uint64(p)) {
+					cc.Stop()
+					<-cc.Closed()
+					if c, err := cons.Consume(handle, pull...); err == nil {
+						cc = c
+					}
 				}
 			}
 			last = p
@@ -309,9 +303,7 @@ func JetStreamIngest(ctx context.Context, env *Env, n int) (float64, error) {
 	defer func() {
 		close(watchStop)
 		<-watchDone
-		mu.Lock()
 		cc.Stop()
-		mu.Unlock()
 	}()
 	t0 := time.Now()
 	mk := func(i int) (string, *pb.Envelope) {
