@@ -515,6 +515,14 @@ func (h *heldMsgs) ack(a *nodeActor) {
 	}
 }
 
+// Held is how many deliveries of a durable session's consumer its nodes
+// hold unacknowledged: taken by a node, waiting in its buffers or fired
+// and waiting for the firing's record to be stored. It falls to zero once
+// every envelope delivered so far was consumed and acknowledged (what a
+// benchmark of durable ingest waits for; 0 for a session that is not
+// durable).
+func (s *System) Held() int64 { return s.held.Load() }
+
 // acknowledge acknowledges consumed envelopes (after their commit). The
 // acknowledgements go out on the connection the next checkpoint is written
 // on, so the server has them before it has that checkpoint.

@@ -195,6 +195,18 @@ func waitCount(ctx context.Context, n int, processed *atomic.Int64) error {
 	return nil
 }
 
+// waitAcked waits until sys holds no delivery unacknowledged (System.Held):
+// every firing of what was delivered journaled and its input acknowledged.
+func waitAcked(ctx context.Context, sys *actors.System) error {
+	for sys.Held() > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d deliveries not acknowledged: %w", sys.Held(), err)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return nil
+}
+
 // RawNATSIngest is the floor of reactive ingest without persistence: one
 // core NATS subscriber decoding every Envelope of n published ones. It
 // returns events per second.

@@ -245,6 +245,14 @@ func ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool, idle
 	if err := waitCount(ctx, n, &progress); err != nil {
 		return 0, err
 	}
+	if durable {
+		// Every event handled is not every event done: a durable firing's
+		// input is acknowledged once its record is stored, and the
+		// baseline's clock stops at its last acknowledgement.
+		if err := waitAcked(ctx, s.System()); err != nil {
+			return 0, err
+		}
+	}
 	rate := float64(n) / time.Since(t0).Seconds()
 	if durable {
 		// Stopped first: a session whose store is deleted under it rides
