@@ -77,7 +77,11 @@ func (j *journal) CommitAsync(ctx context.Context, c *actors.Commit, done func(e
 		j.unsaved++
 	}
 	final := j.status != "running"
-	hold := !j.policy.due(j.unsaved, j.clk.Now().Sub(j.lastWrite), c.Status == "fail", final)
+	var since time.Duration // since the last write: read only for a policy that says every so long
+	if j.policy.Every > 0 {
+		since = j.clk.Now().Sub(j.lastWrite)
+	}
+	hold := !j.policy.due(j.unsaved, since, c.Status == "fail", final)
 	// A pure firing (actors.Commit.Pure) is not waited for: its record is
 	// held for the next record that is, to be written with it in one entry
 	// — or, when none comes within pureLinger, written alone.
