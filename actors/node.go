@@ -793,9 +793,34 @@ func (a *nodeActor) refuseHeld() {
 
 // tryFire starts the handler on the next ready batch if the node is idle
 // and the scheduler admits it.
+// maxInflight bounds how far a node runs ahead of its journal: the
+// firings (and refusals) whose records it handed to the journal and that
+// were not reported stored yet (inflight). Each holds its job, its inputs
+// and its outputs (published once the record is stored), and a durable
+// ingest ran up to 17,835 firings ahead of a busy journal; a slow store
+// (a cluster's round trips, a disk that stalls) would have let a node
+// hold every input the consumer lets it have (maxAckPending) that way.
+// Past the bound the node fires again once records come back; the
+// journal's batches stay large (a batch took ~800 records in that
+// ingest), and the ingest measured the same with bounds of 256 to 2,048
+// (64 was slower).
+var maxInflight atomic.Int64
+
+func init() { maxInflight.Store(1024) }
+
+// SetMaxInflight sets maxInflight (n ≤ 0: the default) for a test; it
+// returns what restores it.
+func SetMaxInflight(n int) (restore func()) {
+	if n <= 0 {
+		n = 1024
+	}
+	old := maxInflight.Swap(int64(n))
+	return func() { maxInflight.Store(old) }
+}
+
 func (a *nodeActor) tryFire(c actor.Context) {
-	if a.running || a.retiring || len(a.queue) == 0 || a.s.stoppedNow() || a.s.quiesce.on.Load() {
-		return
+	if a.running || a.retiring || len(a.queue) == 0 || a.inflight >= int(maxInflight.Load()) || a.s.stoppedNow() || a.s.quiesce.on.Load() {
+		return // (past maxInflight: the next committed or settled report tries again)
 	}
 	if !a.resolveHead() {
 		return

@@ -235,3 +235,12 @@ func OnRemovalWait(f func(id string)) { removalWait.Store(&f) }
 // sent before its lease is taken (claimThen), before the lease is; nil
 // removes it.
 func OnClaimSentEarly(f func(id string)) { claimSentEarly.Store(&f) }
+
+// HoldJournalWrites stops a durable session's journal from writing until
+// release: its writer (and a committer that would send its batch itself)
+// waits for the lock every write of the bucket holds. Records queue, and
+// no committer is told.
+func HoldJournalWrites(s *Session) (release func()) {
+	s.jr.wmu.Lock()
+	return s.jr.wmu.Unlock
+}
