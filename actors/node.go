@@ -791,8 +791,6 @@ func (a *nodeActor) refuseHeld() {
 	}
 }
 
-// tryFire starts the handler on the next ready batch if the node is idle
-// and the scheduler admits it.
 // maxInflight bounds how far a node runs ahead of its journal: the
 // firings (and refusals) whose records it handed to the journal and that
 // were not reported stored yet (inflight). Each holds its job, its inputs
@@ -806,18 +804,23 @@ func (a *nodeActor) refuseHeld() {
 // (64 was slower).
 var maxInflight atomic.Int64
 
-func init() { maxInflight.Store(1024) }
+const defaultMaxInflight = 1024
+
+func init() { maxInflight.Store(defaultMaxInflight) }
 
 // SetMaxInflight sets maxInflight (n ≤ 0: the default) for a test; it
 // returns what restores it.
 func SetMaxInflight(n int) (restore func()) {
 	if n <= 0 {
-		n = 1024
+		n = defaultMaxInflight
 	}
 	old := maxInflight.Swap(int64(n))
 	return func() { maxInflight.Store(old) }
 }
 
+// tryFire starts the handler on the next ready batch if the node is idle,
+// not maxInflight firings ahead of its journal, and the scheduler admits
+// it.
 func (a *nodeActor) tryFire(c actor.Context) {
 	if a.running || a.retiring || len(a.queue) == 0 || a.inflight >= int(maxInflight.Load()) || a.s.stoppedNow() || a.s.quiesce.on.Load() {
 		return // (past maxInflight: the next committed or settled report tries again)
