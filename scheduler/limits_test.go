@@ -357,3 +357,49 @@ func TestTakeHeldEmptiesAStoppedGate(t *testing.T) {
 	held, _, _, _ = s.TakeHeld("j")
 	require.Empty(t, held, "taken once")
 }
+
+// TestStallWindowKeepsTheRun: a window holds the trailing run of equal
+// results only — one key while a node's inputs differ, which its journal
+// records carry — and a window restored from a journal that kept the last
+// three results, equal or not, counts only their trailing run.
+func TestStallWindowKeepsTheRun(t *testing.T) {
+	ok := func(in string) scheduler.Result {
+		return scheduler.Result{InputHash: in, Status: "success", OutputHash: "ack"}
+	}
+	s, _, _ := newSched(t, `digraph g { kind=session; a }`)
+	for i := range 5 {
+		s.Release(admit(t, s, "a"), ok(itoa(i)))
+	}
+	require.Equal(t, []string{"input=" + itoa(4) + " status=success output=ack"}, s.SnapshotOf("a").Stalls["a"])
+	s.Release(admit(t, s, "a"), ok(itoa(4)))
+	require.Len(t, s.SnapshotOf("a").Stalls["a"], 2, "a run of two")
+
+	key := func(in string) string { return "input=" + in + " status=success output=ack" }
+	for _, tc := range []struct {
+		name     string
+		restored []string
+		next     []string // the results after the restore, by input
+		stallAt  int      // 1-based; 0: never
+	}{
+		{"two equal at the end", []string{key("x"), key("y"), key("y")}, []string{"y"}, 1},
+		{"equal at both ends, not in the middle", []string{key("y"), key("x"), key("y")}, []string{"y", "y"}, 2},
+		{"three equal: stalled on the next equal one", []string{key("y"), key("y"), key("y")}, []string{"y"}, 1},
+		{"all different", []string{key("x"), key("y"), key("z")}, []string{"z", "z"}, 2},
+		{"longer than the window", []string{key("y"), key("y"), key("y"), key("y"), key("x")}, []string{"y", "y"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, _ := newSched(t, `digraph g { kind=session; a }`)
+			s.Restore(scheduler.Snapshot{Partial: true, Stalls: map[string][]string{"a": tc.restored}})
+			for i, in := range tc.next {
+				evs := s.Release(admit(t, s, "a"), ok(in))
+				if i+1 == tc.stallAt {
+					require.Len(t, evs, 1)
+					require.Equal(t, scheduler.EventStallDetected, evs[0].Kind)
+					return
+				}
+				require.Empty(t, evs, "result %d", i+1)
+			}
+			require.Zero(t, tc.stallAt)
+		})
+	}
+}

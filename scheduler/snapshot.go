@@ -342,7 +342,7 @@ func (s *Scheduler) Restore(snap Snapshot) {
 	}
 	for k, last := range snap.Stalls {
 		if w := s.stallFor(k); w != nil {
-			w.last = append([]string(nil), last...)
+			w.restore(last)
 		}
 	}
 	for k, cause := range snap.Causes {

@@ -27,14 +27,19 @@ type Result struct {
 	Usage      Usage
 }
 
-// stallWindow remembers a node's last results (a ring of at most after
-// keys, each "input=I status=S output=H" or "input=I status=S failure=F").
+// stallWindow remembers a node's last results that were all the same:
+// the trailing run of equal keys, each "input=I status=S output=H" or
+// "input=I status=S failure=F", at most after of them.
 //
 // The rule: a node stalls when its last `after` firings (stall_after,
 // default 3) consumed the same input and produced the same outcome — the
 // same status and the same output (response and context updates), or the
 // same failure. Firings on a clock tick alone are not counted, and
-// different inputs that get the same reply are not a stall.
+// different inputs that get the same reply are not a stall. The last
+// `after` keys are equal exactly when the trailing run of equal keys is
+// that long, so the run is all a window keeps: one key for a node whose
+// inputs differ (a session's events), which every journal record of the
+// node carries (SnapshotOf), where a ring of the last three carried three.
 type stallWindow struct {
 	after int
 	last  []string
@@ -60,6 +65,18 @@ func (s *Scheduler) stallFor(node string) *stallWindow {
 	return w
 }
 
+// restore sets the window from last, a node's stall window as a journal
+// or a snapshot gave it (oldest first): its trailing run of equal keys,
+// at most after of them — an earlier version kept the last after keys,
+// equal or not.
+func (w *stallWindow) restore(last []string) {
+	i := len(last)
+	for i > 0 && last[i-1] == last[len(last)-1] && len(last)-i < w.after {
+		i--
+	}
+	w.last = append(w.last[:0], last[i:]...)
+}
+
 // DefaultStallAfter is stall_after when unset.
 const DefaultStallAfter = 3
 
@@ -73,21 +90,14 @@ func (w *stallWindow) observe(r Result) (stalled bool, evidence string) {
 	if r.Failure != "" {
 		key = "input=" + r.InputHash + " status=" + r.Status + " failure=" + r.Failure
 	}
-	if len(w.last) >= w.after {
-		// Full: the oldest goes, the others move down (in place: no new
-		// array every few firings).
-		n := copy(w.last, w.last[len(w.last)-w.after+1:])
-		w.last = append(w.last[:n], key)
-	} else {
-		w.last = append(w.last, key)
+	switch n := len(w.last); {
+	case n == 0 || w.last[n-1] != key:
+		w.last = append(w.last[:0], key) // a new run (in place: no new array)
+	case n < w.after:
+		w.last = append(w.last, w.last[n-1]) // the run goes on (the same string)
 	}
 	if len(w.last) < w.after {
 		return false, ""
-	}
-	for _, k := range w.last[1:] {
-		if k != w.last[0] {
-			return false, ""
-		}
 	}
 	ev := w.last[0]
 	if len(ev) > 300 {
