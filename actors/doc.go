@@ -22,7 +22,8 @@
 // Journal (the checkpoint, given the System's context, which Stop cancels)
 // and only then are the next envelopes and events published. With an
 // AsyncJournal (a durable session's) the actor hands the record over without
-// waiting and the node fires its next input at once; the journal writes the
+// waiting and the node fires its next input at once — up to maxInflight
+// firings ahead of the records stored (node.go); the journal writes the
 // records that queued up meanwhile together, and when a firing's record is
 // stored the node's io goroutine emits its events, hands its outputs to the
 // actors of the nodes that receive them (handOver, durable.go: in process,
