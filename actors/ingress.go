@@ -70,6 +70,7 @@ const internalPrefix = "internal."
 // envelope.
 func stripEngineState(env *pb.Envelope) {
 	env.Branches = nil
+	env.Root = "" // an outside envelope is its own root (rootOf)
 	// Its context is its whole context: an outside envelope names no base.
 	env.ContextBase, env.ContextVersion = "", 0
 	env.Context = withoutInternal(env.Context)

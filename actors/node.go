@@ -1239,6 +1239,7 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 	env.ContextBase = base
 	env.ContextVersion = version
 	env.Branches = bs
+	env.Root = rootOf(j.batch[0])
 	env.Metadata = j.metadata(o)
 	env.Caller = j.caller
 	if len(j.artifacts) > 0 {
@@ -1248,6 +1249,16 @@ func (a *nodeActor) envelope(j *job, to, edgeID string, o *nodes.Outcome, ctx []
 		env.Usage = &pb.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Cost: u.Cost}
 	}
 	return env
+}
+
+// rootOf is the id of the envelope env's chain of firings started from
+// (Envelope.root): its root, or its own id when it has none — an outside
+// envelope, a tick, an input the runtime made.
+func rootOf(env *pb.Envelope) string {
+	if r := env.GetRoot(); r != "" {
+		return r
+	}
+	return env.GetId()
 }
 
 // envelopeBlock is an envelope a firing sends with its payload, outcome

@@ -447,9 +447,14 @@ func outputHash(o *nodes.Outcome) string {
 }
 
 // inputHash identifies what a firing consumed for stall detection: each
-// envelope's kind, sender, message, structured payload and status, never
-// its id or the context it carries. tick reports a firing on clock ticks
-// or triggers alone (ticks the node did not send itself).
+// envelope's root (rootOf: the outside envelope or tick its chain of
+// firings started from), kind, sender, message, structured payload and
+// status, never its own id or the context it carries. Inputs of two
+// roots are never the same input: the same text sent twice from outside,
+// and whatever two events cause downstream, is two pieces of work, not a
+// node going round in circles (a loop's envelopes keep their root). tick
+// reports a firing on clock ticks or triggers alone (ticks the node did
+// not send itself).
 func inputHash(batch []*pb.Envelope) (hash string, tick bool) {
 	h := uint64(fnvOffset64)
 	tick = true
@@ -457,7 +462,7 @@ func inputHash(batch []*pb.Envelope) (hash string, tick bool) {
 		if e.GetKind() != KindTick || e.GetFromNode() != "" {
 			tick = false
 		}
-		for _, s := range [...]string{e.GetKind(), e.GetFromNode(), e.GetPayload().GetMessage(), e.GetOutcome().GetStatus()} {
+		for _, s := range [...]string{rootOf(e), e.GetKind(), e.GetFromNode(), e.GetPayload().GetMessage(), e.GetOutcome().GetStatus()} {
 			h = fnvString(h, s)
 			h = fnvByte(h, 0)
 		}

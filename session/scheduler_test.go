@@ -465,3 +465,34 @@ func TestJoinSaysItWaitsOncePerWait(t *testing.T) {
 		require.True(t, strings.HasSuffix(waits[i], want), "%q", waits)
 	}
 }
+
+// TestSameEventsAreNotAStall: a reactive session receives the same alert
+// five times from outside; the node it reaches and the node after it give
+// the same reply each time. Five events are five pieces of work, not a
+// node going round in circles: neither node is stopped as stalled, and
+// every event is handled by both (each is its own root, and what it causes
+// downstream carries it).
+func TestSameEventsAreNotAStall(t *testing.T) {
+	l := serve(t, `digraph s { kind="session"; triage [prompt="triage"]; file [prompt="file it"]; triage -> file }`,
+		`{"triage":[{"response":"ack"}],"file":[{"response":"filed"}]}`, nil)
+	for i := 0; i < 5; i++ {
+		l.publish(t, broker.NodeIn(l.s.ID(), "triage"), "disk full on db-1")
+		l.waitEvent(t, "file completed", completedBy("file"))
+	}
+	require.Equal(t, 5, l.calls_("triage"))
+	require.Equal(t, 5, l.calls_("file"))
+	require.Nil(t, l.event("stall.detected", "triage"))
+	require.Nil(t, l.event("stall.detected", "file"))
+	require.Nil(t, l.event("node.refused", "file"))
+}
+
+// TestLoopInSessionStalls: inside a session, a loop fed by one event that
+// comes back with the same input and the same reply is still a stall — its
+// envelopes keep the event as their root.
+func TestLoopInSessionStalls(t *testing.T) {
+	l := serve(t, `digraph s { kind="session"; a [prompt="a"]; b [prompt="b"]; a -> b; b -> a }`,
+		`{"a":[{"response":"tried again"}],"b":[{"response":"still broken"}]}`, nil)
+	l.publish(t, broker.NodeIn(l.s.ID(), "a"), "fix the build")
+	ev := l.waitEvent(t, "stall", func(ev *pb.Event) bool { return ev.Kind == "stall.detected" })
+	require.Contains(t, ev.GetMessage(), "the same input and the same result 3 times in a row")
+}

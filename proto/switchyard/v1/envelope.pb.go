@@ -498,8 +498,16 @@ type Envelope struct {
 	// envelopes). A receiver that resolves the base to another version
 	// refuses the envelope.
 	ContextVersion uint64 `protobuf:"varint,18,opt,name=context_version,json=contextVersion,proto3" json:"context_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// root is the id of the envelope the chain of firings that produced
+	// this one started from: an outside envelope (an event, a person's
+	// answer, a pipeline's input) or a clock tick. A firing's outputs carry
+	// the root of its first input; an envelope that has none is its own
+	// root. Stall detection compares inputs only within one root: the same
+	// text arriving as two events is two events. Only the runtime sets it:
+	// it is cleared on outside envelopes.
+	Root          string `protobuf:"bytes,19,opt,name=root,proto3" json:"root,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
@@ -658,6 +666,13 @@ func (x *Envelope) GetContextVersion() uint64 {
 	return 0
 }
 
+func (x *Envelope) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
 var File_switchyard_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_envelope_proto_rawDesc = "" +
@@ -695,7 +710,7 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\aupdates\x18\x04 \x03(\v2\x11.switchyard.v1.KVR\aupdates\x12\x17\n" +
 	"\afork_id\x18\x05 \x01(\tR\x06forkId\x12\x14\n" +
 	"\x05width\x18\x06 \x01(\rR\x05width\x12\x1b\n" +
-	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xc7\x05\n" +
+	"\tjoin_node\x18\a \x01(\tR\bjoinNode\"\xdb\x05\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -717,7 +732,8 @@ const file_switchyard_v1_envelope_proto_rawDesc = "" +
 	"\bmetadata\x18\x0f \x03(\v2\x11.switchyard.v1.KVR\bmetadata\x12)\n" +
 	"\x06caller\x18\x10 \x03(\v2\x11.switchyard.v1.KVR\x06caller\x12!\n" +
 	"\fcontext_base\x18\x11 \x01(\tR\vcontextBase\x12'\n" +
-	"\x0fcontext_version\x18\x12 \x01(\x04R\x0econtextVersionBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\x0fcontext_version\x18\x12 \x01(\x04R\x0econtextVersion\x12\x12\n" +
+	"\x04root\x18\x13 \x01(\tR\x04rootBCZAgithub.com/switchyard/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_envelope_proto_rawDescOnce sync.Once

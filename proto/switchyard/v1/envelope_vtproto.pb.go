@@ -186,6 +186,7 @@ func (m *Envelope) CloneVT() *Envelope {
 	r.Usage = m.Usage.CloneVT()
 	r.ContextBase = m.ContextBase
 	r.ContextVersion = m.ContextVersion
+	r.Root = m.Root
 	if rhs := m.ContextUpdates; rhs != nil {
 		tmpContainer := make([]*KV, len(rhs))
 		for k, v := range rhs {
@@ -646,6 +647,15 @@ func (m *Envelope) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Root) > 0 {
+		i -= len(m.Root)
+		copy(dAtA[i:], m.Root)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Root)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x9a
+	}
 	if m.ContextVersion != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ContextVersion))
 		i--
@@ -1062,6 +1072,10 @@ func (m *Envelope) SizeVT() (n int) {
 	}
 	if m.ContextVersion != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.ContextVersion))
+	}
+	l = len(m.Root)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -2715,6 +2729,38 @@ func (m *Envelope) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 19:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Root", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Root = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
