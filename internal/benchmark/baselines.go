@@ -186,21 +186,24 @@ func waitWindow(ctx context.Context, sent int, processed *atomic.Int64) error {
 
 // waitCount waits until processed reaches n.
 func waitCount(ctx context.Context, n int, processed *atomic.Int64) error {
-	for int(processed.Load()) < n {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%d of %d events processed: %w", processed.Load(), n, err)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return nil
+	return waitFor(ctx, func() bool { return int(processed.Load()) >= n },
+		func() string { return fmt.Sprintf("%d of %d events processed", processed.Load(), n) })
 }
 
 // waitAcked waits until sys holds no delivery unacknowledged (System.Held):
 // every firing of what was delivered journaled and its input acknowledged.
 func waitAcked(ctx context.Context, sys *actors.System) error {
-	for sys.Held() > 0 {
+	return waitFor(ctx, func() bool { return sys.Held() == 0 },
+		func() string { return fmt.Sprintf("%d deliveries not acknowledged", sys.Held()) })
+}
+
+// waitFor looks every 100 µs whether done, until ctx ends (an error saying
+// what was still missing): the end of a measurement, which no event
+// announces.
+func waitFor(ctx context.Context, done func() bool, what func() string) error {
+	for !done() {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%d deliveries not acknowledged: %w", sys.Held(), err)
+			return fmt.Errorf("%s: %w", what(), err)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}

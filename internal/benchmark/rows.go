@@ -24,6 +24,16 @@ const (
 	unitBranch = "µs/branch"
 )
 
+// timed is a measurement of f bounded as withTimeout bounds one.
+func timed(ctx context.Context, cfg Config, f func(context.Context) ([]float64, error)) func() ([]float64, error) {
+	return func() ([]float64, error) {
+		c, cancel := withTimeout(ctx, cfg)
+		defer cancel()
+		v, err := f(c)
+		return v, why(c, err)
+	}
+}
+
 func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 	perNode := map[bool]map[int]float64{false: {}, true: {}}
 	rawHop := map[int]float64{} // the raw NATS hop measured in the same rounds, by N
@@ -33,25 +43,17 @@ func chainRows(ctx context.Context, env *Env, cfg Config, add func(Row)) {
 		// round runs each chain passes/rounds times.
 		rounds := min(cfg.Rounds, passes)
 		per := (passes + rounds - 1) / rounds
-		timed := func(f func(context.Context) ([]float64, error)) func() ([]float64, error) {
-			return func() ([]float64, error) {
-				c, cancel := withTimeout(ctx, cfg)
-				defer cancel()
-				v, err := f(c)
-				return v, why(c, err)
-			}
-		}
-		raw := &series{measure: timed(func(c context.Context) ([]float64, error) { return rawNATSChain(c, env, n, max(per, 10)) })}
+		raw := &series{measure: timed(ctx, cfg, func(c context.Context) ([]float64, error) { return rawNATSChain(c, env, n, max(per, 10)) })}
 		chains := map[bool]*series{}
 		for _, durable := range []bool{false, true} {
-			chains[durable] = &series{measure: timed(func(c context.Context) ([]float64, error) { return chain(c, env, n, per, durable) })}
+			chains[durable] = &series{measure: timed(ctx, cfg, func(c context.Context) ([]float64, error) { return chain(c, env, n, per, durable) })}
 		}
 		cases := []*series{chains[false], chains[true]}
 		// The shortest durable chain also with named sessions, which take
 		// no store prepared ahead: what a process's first Run costs.
 		var named *series
 		if n == cfg.Chains[0] {
-			named = &series{measure: timed(func(c context.Context) ([]float64, error) { return chainNamed(c, env, n, per) })}
+			named = &series{measure: timed(ctx, cfg, func(c context.Context) ([]float64, error) { return chainNamed(c, env, n, per) })}
 			cases = append(cases, named)
 		}
 		alternate(rounds, raw, cases...)
@@ -138,12 +140,7 @@ func growthRows(ctx context.Context, env *Env, cfg Config, perNode map[bool]map[
 		}
 		r := Row{Group: "chain", Case: fmt.Sprintf("per-node growth N=%d vs N=%d, %s", hi, lo, what), Unit: "×"}
 		measure := func(n, passes int) *series {
-			return &series{measure: func() ([]float64, error) {
-				c, cancel := withTimeout(ctx, cfg)
-				defer cancel()
-				v, err := chain(c, env, n, passes, durable)
-				return v, why(c, err)
-			}}
+			return &series{measure: timed(ctx, cfg, func(c context.Context) ([]float64, error) { return chain(c, env, n, passes, durable) })}
 		}
 		short, long := measure(lo, perLo), measure(hi, perHi)
 		if perNode[durable][hi] == 0 || perNode[durable][lo] == 0 {

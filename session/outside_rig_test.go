@@ -1,0 +1,83 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/graph"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	"github.com/switchyard/switchyard/nodes"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// The graphs of the tests that feed a node outside envelopes: a reactive
+// session's node a, and a durable pipeline's node b while a holds its run
+// open (b's firings go on to c, which holds too, so the pipeline runs
+// until it is stopped).
+const (
+	outsideSessionSrc  = `digraph s { kind=session; a [type="test.echo"] }`
+	outsidePipelineSrc = `digraph p { max_visits=0;
+		start [shape=Mdiamond]; exit [shape=Msquare]
+		a [type="test.hold"]; b [type="test.echo"]; c [type="test.hold"]
+		start -> a -> b -> c -> exit }`
+)
+
+// outsideRig is a durable session whose test.echo nodes report each
+// outside message they get (fired, holding up to the envelopes sent, and
+// count) and whose test.hold nodes hold their firing until it stops.
+type outsideRig struct {
+	s     *session.Session
+	id    string
+	fired chan string
+	count atomic.Int64
+}
+
+// startOutside starts src as durable session id, for up to n outside
+// envelopes; tune, when given, changes its configuration first.
+func startOutside(t *testing.T, id, src string, n int, tune func(*session.Config)) *outsideRig {
+	t.Helper()
+	g, diags := graph.Load(id+".dot", []byte(src))
+	require.False(t, diags.HasErrors(), "%v", diags)
+	r := &outsideRig{id: id, fired: make(chan string, n)}
+	echo := nodes.HandlerFunc(func(_ context.Context, in *nodes.Input) (*nodes.Outcome, error) {
+		for _, m := range in.Messages {
+			if m.From == "" { // from outside
+				r.count.Add(1)
+				r.fired <- m.Text
+			}
+		}
+		return &nodes.Outcome{Status: nodes.StatusSuccess}, nil
+	})
+	hold := nodes.HandlerFunc(func(ctx context.Context, _ *nodes.Input) (*nodes.Outcome, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	cfg := session.Config{ID: id, Graph: g, Broker: brokertest.Start(t), Durable: true,
+		Handlers: map[string]nodes.Handler{"test.echo": echo, "test.hold": hold}}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s, err := session.Start(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Stop)
+	r.s = s
+	return r
+}
+
+// send stores n envelopes ("event 0" …) for node, as its inbox's
+// publisher would.
+func (r *outsideRig) send(ctx context.Context, node string, n int) error {
+	for i := range n {
+		env := &pb.Envelope{Id: fmt.Sprintf("%s-%d", r.id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
+		if err := r.s.System().Send(ctx, broker.NodeIn(r.id, node), env); err != nil {
+			return err
+		}
+	}
+	return nil
+}
