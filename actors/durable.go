@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,9 +40,6 @@ import (
 // consumer from its acknowledgement floor instead, and so does a running
 // process that lost a delivery on the way (resync.go).
 const consumerAckWait = 365 * 24 * time.Hour
-
-// maxAckPending bounds the envelopes a session holds unacknowledged.
-const maxAckPending = 1 << 20
 
 // ConsumerName is the session's durable consumer on its stream.
 const ConsumerName = "nodes"
@@ -113,7 +111,8 @@ func (s *System) restartStart() uint64 {
 
 // consumerConfig is the session's consumer, delivering from stream
 // sequence start (0: from the first), its state in the server's memory
-// with memory (Config.ConsumerMemory).
+// with memory (Config.ConsumerMemory), up to maxHeld deliveries
+// unacknowledged (Config.MaxHeld; 0: broker.DefaultMaxHeld).
 //
 // It reads the whole work stream, without a filter: the stream stores
 // nothing but the session's inboxes and edges and their Stored subjects
@@ -123,14 +122,14 @@ func (s *System) restartStart() uint64 {
 // filter of those subjects gained nothing and made the server look up
 // every next message through its multi-filter path (LoadNextMsgMulti:
 // 3% of the CPU of durable ingest through the intake).
-func consumerConfig(session string, start uint64, memory bool) jetstream.ConsumerConfig {
+func consumerConfig(session string, start uint64, memory bool, maxHeld int) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
 		Durable:       consumerName,
 		Description:   "switchyard session " + session,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       consumerAckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: maxAckPending,
+		MaxAckPending: cmp.Or(maxHeld, broker.DefaultMaxHeld),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		MemoryStorage: memory,
 	}
@@ -145,7 +144,7 @@ func consumerConfig(session string, start uint64, memory bool) jetstream.Consume
 // with memory: for a baseline that must consume a stream the way a
 // session does (internal/benchmark's JetStream consume+ack).
 func ConsumeLike(durable string, memory bool) (jetstream.ConsumerConfig, []jetstream.PullConsumeOpt) {
-	cfg := consumerConfig("", 0, memory)
+	cfg := consumerConfig("", 0, memory, 0)
 	cfg.Durable, cfg.Description = durable, ""
 	return cfg, pullOpts()
 }
@@ -160,14 +159,15 @@ func pullOpts() []jetstream.PullConsumeOpt {
 // made and without one, before the session's System exists (so that the
 // round trip overlaps the rest of the session's making): what New would
 // make for it, given to New as Config.Consumer. memory is
-// Config.ConsumerMemory. Nothing is delivered before StartConsuming.
-func NewConsumer(ctx context.Context, js jetstream.JetStream, session string, memory bool) (jetstream.Consumer, error) {
+// Config.ConsumerMemory, maxHeld Config.MaxHeld. Nothing is delivered
+// before StartConsuming.
+func NewConsumer(ctx context.Context, js jetstream.JetStream, session string, memory bool, maxHeld int) (jetstream.Consumer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var cons jetstream.Consumer
 	err := broker.Retry(ctx, 10*time.Second, func(ctx context.Context) error {
 		var err error
-		cons, err = js.CreateConsumer(ctx, broker.StreamName(session), consumerConfig(session, 0, memory))
+		cons, err = js.CreateConsumer(ctx, broker.StreamName(session), consumerConfig(session, 0, memory, maxHeld))
 		return err
 	})
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *System) makeConsumer(ctx context.Context, start uint64, exists bool) er
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	js, stream := s.cfg.JetStream, broker.StreamName(s.cfg.SessionID)
-	cfg := consumerConfig(s.cfg.SessionID, start, s.cfg.ConsumerMemory)
+	cfg := consumerConfig(s.cfg.SessionID, start, s.cfg.ConsumerMemory, s.cfg.MaxHeld)
 	// Riding through a cluster that is still electing leaders (a server
 	// just restarted): JetStream is briefly unavailable.
 	if exists {
@@ -443,7 +443,7 @@ func (a *nodeActor) track(m *delivery) bool {
 		a.maxSeq = m.seq
 	}
 	a.unacked.add(m.seq)
-	a.s.held.Add(1)
+	a.s.holdOne()
 	if held, ok := a.acks[id]; ok {
 		held.more = append(held.more, heldMsg{m.ack, m.seq})
 		a.acks[id] = held
@@ -511,7 +511,29 @@ func (h *heldMsgs) ack(a *nodeActor) {
 		}
 		a.s.ackHeld(m.ack)
 		a.unacked.remove(m.seq)
-		a.s.held.Add(-1)
+		a.s.releaseOne()
+	}
+}
+
+// maxHeld is the most deliveries the session's nodes hold (Config.MaxHeld).
+func (s *System) maxHeld() int64 { return int64(cmp.Or(s.cfg.MaxHeld, broker.DefaultMaxHeld)) }
+
+// holdOne counts a delivery a node holds. When the count reaches the
+// consumer's bound the stream delivers nothing more until some are
+// consumed; the session says so once (session.held_full), and again only
+// after the count fell to half the bound.
+func (s *System) holdOne() {
+	limit := s.maxHeld()
+	if s.held.Add(1) >= limit && !s.heldFull.Swap(true) {
+		s.Emit(&pb.Event{Kind: "session.held_full", Message: fmt.Sprintf(
+			"the nodes hold %d envelopes unacknowledged, the session's bound (serve --max-held): the stream delivers more as they are consumed", limit)})
+	}
+}
+
+// releaseOne counts a delivery acknowledged.
+func (s *System) releaseOne() {
+	if s.held.Add(-1) <= s.maxHeld()/2 && s.heldFull.Load() {
+		s.heldFull.Store(false)
 	}
 }
 

@@ -797,7 +797,7 @@ func (a *nodeActor) refuseHeld() {
 // and its outputs (published once the record is stored), and a durable
 // ingest ran up to 17,835 firings ahead of a busy journal; a slow store
 // (a cluster's round trips, a disk that stalls) would have let a node
-// hold every input the consumer lets it have (maxAckPending) that way.
+// hold every input the consumer lets it have (Config.MaxHeld) that way.
 // Past the bound the node fires again once records come back; the
 // journal's batches stay large (a batch took ~800 records in that
 // ingest), and the ingest measured the same with bounds of 256 to 2,048

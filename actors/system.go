@@ -90,6 +90,12 @@ type Config struct {
 	// file-backed consumer costs the server a directory and files to make
 	// and remove at every start and end of a session, for nothing.
 	ConsumerMemory bool
+	// MaxHeld bounds the deliveries the session's nodes hold
+	// unacknowledged (its consumer's MaxAckPending; 0:
+	// broker.DefaultMaxHeld): the stream delivers nothing more while
+	// that many are held. The session says so with a session.held_full
+	// event when the count reaches it.
+	MaxHeld int
 	// DeadLetters, when set, makes the store of the session's dead letters
 	// (broker.EnsureDeadLetters); it is called before the first one is
 	// published, and again before the next while it fails.
@@ -280,6 +286,9 @@ type System struct {
 	// held counts the deliveries of the session's consumer that nodes hold
 	// unacknowledged (durable sessions), for lostAcks.
 	held atomic.Int64
+	// heldFull: held reached the consumer's bound (session.held_full
+	// said), not yet fallen to half of it.
+	heldFull atomic.Bool
 	// settling holds, by node, the firings whose records the journal
 	// stored and that the node's io goroutine has not taken yet
 	// (settle); settleMu is a leaf lock.

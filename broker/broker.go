@@ -469,6 +469,12 @@ func (b *Broker) DuplicateWindow() time.Duration {
 	return cmp.Or(b.cfg.DuplicateWindow, DefaultDuplicateWindow)
 }
 
+// MaxHeld is how many envelopes a durable session on this broker holds
+// delivered and unacknowledged at most: Config.MaxHeld, or DefaultMaxHeld.
+func (b *Broker) MaxHeld() int {
+	return cmp.Or(b.cfg.MaxHeld, DefaultMaxHeld)
+}
+
 // JournalKeep is how many journal records a durable session on this
 // broker keeps: Config.JournalKeep, or 0 for the session package's
 // default.

@@ -72,6 +72,16 @@ type Config struct {
 	// journal trim). A client that retries a publish after an outage must
 	// do so within it.
 	DuplicateWindow time.Duration
+	// MaxHeld bounds the envelopes each durable session on this broker
+	// holds delivered and unacknowledged (its consumer's MaxAckPending; 0:
+	// DefaultMaxHeld; at least MinMaxHeld): what its nodes were given and
+	// have not consumed yet — queued behind their firings, waiting at a
+	// gate or a join — each about a kilobyte of the process's memory. At
+	// the bound the stream delivers nothing more to the session until
+	// some are consumed: a backlog is taken in that many at a time, and a
+	// node that keeps that many waiting (a manual gate nobody triggers)
+	// holds up the session's other nodes.
+	MaxHeld int
 	// JournalKeep is how many journal records each durable session on
 	// this broker keeps: its history and the checkpoints a fork may start
 	// from (0: the session package's default, 4,096; at least
@@ -105,6 +115,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.DuplicateWindow != 0 && c.DuplicateWindow < MinDuplicateWindow {
 		return fmt.Errorf("broker: duplicate window %s: at least %s (the server's minimum), or 0 for %s", c.DuplicateWindow, MinDuplicateWindow, DefaultDuplicateWindow)
+	}
+	if c.MaxHeld != 0 && c.MaxHeld < MinMaxHeld {
+		return fmt.Errorf("broker: max held %d: at least %d, or 0 for %d", c.MaxHeld, MinMaxHeld, DefaultMaxHeld)
 	}
 	if c.JournalKeep != 0 && c.JournalKeep < MinJournalKeep {
 		return fmt.Errorf("broker: journal keep %d: at least %d, or 0 for the default", c.JournalKeep, MinJournalKeep)

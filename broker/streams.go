@@ -143,6 +143,16 @@ func (o options) ensureStream(ctx context.Context, js jetstream.JetStream, cfg j
 // Config.DuplicateWindow says otherwise (the Duplicates option).
 const DefaultDuplicateWindow = 2 * time.Minute
 
+// DefaultMaxHeld is how many envelopes a durable session holds delivered
+// and unacknowledged at most, unless Config.MaxHeld says otherwise: 2^20,
+// about a gigabyte of a process's memory when all are held, so that no
+// healthy session waits for its own nodes by default.
+const DefaultMaxHeld = 1 << 20
+
+// MinMaxHeld is the lowest Config.MaxHeld: room for a node's firings on
+// their way to its journal (actors' in-flight bound) and a join's inputs.
+const MinMaxHeld = 1024
+
 // MinDuplicateWindow is the shortest window the server accepts.
 const MinDuplicateWindow = 100 * time.Millisecond
 

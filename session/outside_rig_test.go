@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard/switchyard/broker"
 	"github.com/switchyard/switchyard/graph"
@@ -71,13 +73,33 @@ func startOutside(t *testing.T, id, src string, n int, tune func(*session.Config
 }
 
 // send stores n envelopes ("event 0" …) for node, as its inbox's
-// publisher would.
+// publisher would, through the session's own Send.
 func (r *outsideRig) send(ctx context.Context, node string, n int) error {
 	for i := range n {
-		env := &pb.Envelope{Id: fmt.Sprintf("%s-%d", r.id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
-		if err := r.s.System().Send(ctx, broker.NodeIn(r.id, node), env); err != nil {
+		if err := r.s.System().Send(ctx, broker.NodeIn(r.id, node), r.event(i)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// publish is send from outside: a JetStream publish of each envelope on
+// node's inbox, with its id as the message id, as switchyard pub makes.
+func (r *outsideRig) publish(ctx context.Context, js jetstream.JetStream, node string, n int) error {
+	for i := range n {
+		env := r.event(i)
+		data, err := proto.Marshal(env)
+		if err != nil {
+			return err
+		}
+		if _, err := js.Publish(ctx, broker.NodeIn(r.id, node), data, jetstream.WithMsgID(env.GetId())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// event is the i-th envelope send and publish give.
+func (r *outsideRig) event(i int) *pb.Envelope {
+	return &pb.Envelope{Id: fmt.Sprintf("%s-%d", r.id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
 }

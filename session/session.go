@@ -822,6 +822,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		// The embedded server dies with the process: the consumer's state
 		// is not worth files (actors.Config.ConsumerMemory).
 		acfg.ConsumerMemory = cfg.Broker.Embedded()
+		acfg.MaxHeld = cfg.Broker.MaxHeld()
 		crash.Point("create-stream")
 		s.jr.kv, s.jr.js, s.jr.fence, s.jr.token = s.lease.bucket, js, s.lease.fence, s.lease.owner.Token
 		s.jr.acks.pool = ackPoolOf(cfg.Broker) // the inbox of a journal before, kept (ackinbox.go)
@@ -1488,7 +1489,7 @@ func (e *earlyStream) start(cfg Config) {
 		}
 		e.st, e.made = st, true
 		crash.Point("create-stream-early") // the stream made, the bucket perhaps not yet
-		e.cons, e.err = actors.NewConsumer(context.Background(), js, cfg.ID, cfg.Broker.Embedded())
+		e.cons, e.err = actors.NewConsumer(context.Background(), js, cfg.ID, cfg.Broker.Embedded(), cfg.Broker.MaxHeld())
 	}()
 }
 

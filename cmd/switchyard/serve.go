@@ -68,6 +68,7 @@ type serveFlags struct {
 	retain                           time.Duration
 	dupes                            time.Duration
 	journalKeep                      int
+	maxHeld                          int
 	web                              webFlags
 }
 
@@ -114,6 +115,9 @@ its lease.`,
 			if f.dupes != 0 && f.dupes < broker.MinDuplicateWindow {
 				return usageErr(fmt.Errorf("--duplicate-window %s: at least %s", f.dupes, broker.MinDuplicateWindow))
 			}
+			if f.maxHeld < broker.MinMaxHeld {
+				return usageErr(fmt.Errorf("--max-held %d: at least %d", f.maxHeld, broker.MinMaxHeld))
+			}
 			if f.journalKeep != 0 && f.journalKeep < broker.MinJournalKeep {
 				return usageErr(fmt.Errorf("--journal-keep %d: at least %d", f.journalKeep, broker.MinJournalKeep))
 			}
@@ -137,6 +141,7 @@ its lease.`,
 	fl.StringVar(&f.nats, "nats", "", "run on this NATS server or cluster instead of an embedded one")
 	fl.StringVar(&f.data, "data", "", "JetStream directory of the embedded server")
 	fl.DurationVar(&f.dupes, "duplicate-window", broker.DefaultDuplicateWindow, "how long a session's work stream drops a second publish of an envelope id (Nats-Msg-Id); what was consumed is kept that long")
+	fl.IntVar(&f.maxHeld, "max-held", broker.DefaultMaxHeld, "how many envelopes each durable session holds delivered and not yet consumed, about a kilobyte of memory each: at the bound the stream delivers more as they are consumed (a node that keeps that many waiting holds up the others)")
 	fl.IntVar(&f.journalKeep, "journal-keep", session.JournalKeep, "how many journal records each durable session keeps: its history and the checkpoints a fork may start from; older ones are compacted")
 	fl.StringVar(&f.logs, "logs", "", "root of the sessions' run directories (default .switchyard/sessions)")
 	fl.StringVar(&f.workdir, "workdir", "", "where tools and agents work, e.g. . for the current repository (default: each session's run directory)")
@@ -216,6 +221,7 @@ func serve(ctx context.Context, f *serveFlags, files []string, stdout, stderr io
 	bcfg.TLSCert, bcfg.TLSKey = f.tlsCert, f.tlsKey
 	bcfg.DuplicateWindow = f.dupes
 	bcfg.JournalKeep = f.journalKeep
+	bcfg.MaxHeld = f.maxHeld
 	if f.data != "" {
 		bcfg.DataDir = f.data
 	}

@@ -285,3 +285,13 @@ func TestServeJournalKeepFlag(t *testing.T) {
 		require.Contains(t, errOut, "--journal-keep "+v+": at least 64")
 	}
 }
+
+// TestServeMaxHeldFlag: serve refuses a bound on held envelopes that
+// leaves no room for a node's firings on their way to its journal.
+func TestServeMaxHeldFlag(t *testing.T) {
+	for _, v := range []string{"100", "0", "-1"} {
+		code, _, errOut := cli(t, "serve", "testdata/queue.dot", "--max-held", v)
+		require.Equal(t, 2, code, "%s: %s", v, errOut)
+		require.Contains(t, errOut, "--max-held "+v+": at least 1024")
+	}
+}

@@ -1,0 +1,97 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard/switchyard/actors"
+	"github.com/switchyard/switchyard/broker"
+	"github.com/switchyard/switchyard/internal/brokertest"
+	pb "github.com/switchyard/switchyard/proto/switchyard/v1"
+	"github.com/switchyard/switchyard/session"
+)
+
+// TestSessionHoldsAtMostMaxHeld: on a broker whose sessions hold at most
+// broker.MinMaxHeld envelopes (serve --max-held), a node given 1,500
+// while its journal is held (so it acknowledges none) is delivered
+// exactly the bound; the stream keeps the rest undelivered, and the
+// session says why (session.held_full, once). Once the journal writes
+// again every envelope fires once and every delivery is acknowledged.
+func TestSessionHoldsAtMostMaxHeld(t *testing.T) {
+	holdsAtMostMaxHeld(t, "maxheld", outsideSessionSrc, "a")
+}
+
+// TestSessionHoldsAtMostMaxHeldInPipeline is the same in a durable
+// pipeline whose node b reads outside envelopes while a holds its run
+// open.
+func TestSessionHoldsAtMostMaxHeldInPipeline(t *testing.T) {
+	holdsAtMostMaxHeld(t, "maxheld-pipeline", outsidePipelineSrc, "b")
+}
+
+func holdsAtMostMaxHeld(t *testing.T, id, src, node string) {
+	const n, limit = 1500, broker.MinMaxHeld
+	defer actors.SetMaxInflight(100)()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := brokertest.Start(t, brokertest.Configure(func(c *broker.Config) { c.MaxHeld = limit }))
+	full := make(chan *pb.Event, 8)
+	r := startOutside(t, id, src, n, func(cfg *session.Config) {
+		cfg.Broker = b
+		cfg.Observer = func(ev *pb.Event) {
+			if ev.GetKind() == "session.held_full" {
+				full <- ev
+			}
+		}
+	})
+	sys := r.s.System()
+	held := session.HoldJournalWrites(r.s)
+	released := false
+	defer func() {
+		if !released {
+			held()
+		}
+	}()
+	require.NoError(t, r.publish(ctx, b.JetStream(), node, n)) // each stored: acknowledged by the stream
+	waitUntil(ctx, t, func() bool { return sys.Held() == limit },
+		func() string { return "the node never held the bound" })
+	select {
+	case ev := <-full:
+		require.Contains(t, ev.GetMessage(), "1024 envelopes unacknowledged")
+	case <-ctx.Done():
+		t.Fatal("no session.held_full at the bound")
+	}
+	// The server's side: the bound delivered and unacknowledged, the
+	// rest stored and not delivered.
+	cons, err := b.JetStream().Consumer(ctx, broker.StreamName(id), actors.ConsumerName)
+	require.NoError(t, err)
+	info, err := cons.Info(ctx)
+	require.NoError(t, err)
+	require.Equal(t, limit, info.NumAckPending)
+	require.EqualValues(t, n-limit, info.NumPending, "the rest waits in the stream")
+	require.Equal(t, int64(limit), sys.Held(), "held past the bound")
+
+	released = true
+	held()
+	seen := map[string]int{}
+	for len(seen) < n {
+		select {
+		case text := <-r.fired:
+			seen[text]++
+		case <-ctx.Done():
+			t.Fatalf("%d of %d fired after the journal wrote again", len(seen), n)
+		}
+	}
+	for text, k := range seen {
+		require.Equal(t, 1, k, "%s fired %d times", text, k)
+	}
+	waitUntil(ctx, t, func() bool { return sys.Held() == 0 }, func() string {
+		info, _ := cons.Info(context.Background())
+		return fmt.Sprintf("deliveries never acknowledged: held %d, server %d pending ack, %d pending, count %d", sys.Held(), info.NumAckPending, info.NumPending, r.count.Load())
+	})
+	require.Equal(t, int64(n), r.count.Load())
+	require.Empty(t, full, "said again without falling to half the bound first")
+}
