@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard/switchyard/actors"
-	"github.com/switchyard/switchyard/session"
 )
 
 // TestNodeWaitsForItsJournal: a node runs at most actors.SetMaxInflight's
@@ -34,13 +33,7 @@ func nodeWaitsForItsJournal(t *testing.T, id, src, node string) {
 	defer cancel()
 	r := startOutside(t, id, src, n, nil)
 	sys := r.s.System()
-	held := session.HoldJournalWrites(r.s)
-	released := false
-	defer func() {
-		if !released {
-			held()
-		}
-	}()
+	release := r.holdJournal(t)
 	require.NoError(t, r.send(ctx, node, n))
 	// Every envelope reached the node (it holds each delivery), and the
 	// node fired as far as it may.
@@ -57,22 +50,8 @@ func nodeWaitsForItsJournal(t *testing.T, id, src, node string) {
 	require.Equal(t, int64(bound), r.count.Load(), "fired past the bound while its journal was held")
 	require.Equal(t, n-bound-1, ready, "the rest waits in the node's buffer (one taken as the next firing's input)")
 
-	released = true
-	held()
-	seen := map[string]int{}
-	for len(seen) < n {
-		select {
-		case text := <-r.fired:
-			seen[text]++
-		case <-ctx.Done():
-			t.Fatalf("%d of %d fired after the journal wrote again", len(seen), n)
-		}
-	}
-	for text, k := range seen {
-		require.Equal(t, 1, k, "%s fired %d times", text, k)
-	}
-	waitUntil(ctx, t, func() bool { return sys.Held() == 0 }, func() string { return "deliveries never acknowledged" })
-	require.Equal(t, int64(n), r.count.Load())
+	release()
+	r.firesEachOnce(ctx, t, n)
 }
 
 // waitUntil waits for cond, a state no event announces, looking every

@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -48,13 +47,7 @@ func holdsAtMostMaxHeld(t *testing.T, id, src, node string) {
 		}
 	})
 	sys := r.s.System()
-	held := session.HoldJournalWrites(r.s)
-	released := false
-	defer func() {
-		if !released {
-			held()
-		}
-	}()
+	release := r.holdJournal(t)
 	require.NoError(t, r.publish(ctx, b.JetStream(), node, n)) // each stored: acknowledged by the stream
 	waitUntil(ctx, t, func() bool { return sys.Held() == limit },
 		func() string { return "the node never held the bound" })
@@ -74,24 +67,7 @@ func holdsAtMostMaxHeld(t *testing.T, id, src, node string) {
 	require.EqualValues(t, n-limit, info.NumPending, "the rest waits in the stream")
 	require.Equal(t, int64(limit), sys.Held(), "held past the bound")
 
-	released = true
-	held()
-	seen := map[string]int{}
-	for len(seen) < n {
-		select {
-		case text := <-r.fired:
-			seen[text]++
-		case <-ctx.Done():
-			t.Fatalf("%d of %d fired after the journal wrote again", len(seen), n)
-		}
-	}
-	for text, k := range seen {
-		require.Equal(t, 1, k, "%s fired %d times", text, k)
-	}
-	waitUntil(ctx, t, func() bool { return sys.Held() == 0 }, func() string {
-		info, _ := cons.Info(context.Background())
-		return fmt.Sprintf("deliveries never acknowledged: held %d, server %d pending ack, %d pending, count %d", sys.Held(), info.NumAckPending, info.NumPending, r.count.Load())
-	})
-	require.Equal(t, int64(n), r.count.Load())
+	release()
+	r.firesEachOnce(ctx, t, n)
 	require.Empty(t, full, "said again without falling to half the bound first")
 }

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -102,4 +103,36 @@ func (r *outsideRig) publish(ctx context.Context, js jetstream.JetStream, node s
 // event is the i-th envelope send and publish give.
 func (r *outsideRig) event(i int) *pb.Envelope {
 	return &pb.Envelope{Id: fmt.Sprintf("%s-%d", r.id, i), Kind: "handoff", Payload: &pb.Payload{Message: fmt.Sprintf("event %d", i)}}
+}
+
+// holdJournal holds the session's journal writes (session.HoldJournalWrites)
+// until the returned function, or the test's end, lets them go.
+func (r *outsideRig) holdJournal(t *testing.T) (release func()) {
+	var once sync.Once
+	held := session.HoldJournalWrites(r.s)
+	release = func() { once.Do(held) }
+	t.Cleanup(release)
+	return release
+}
+
+// firesEachOnce waits until the echo node fired all n envelopes sent, and
+// checks that each fired once and every delivery was acknowledged after.
+func (r *outsideRig) firesEachOnce(ctx context.Context, t *testing.T, n int) {
+	t.Helper()
+	seen := map[string]int{}
+	for len(seen) < n {
+		select {
+		case text := <-r.fired:
+			seen[text]++
+		case <-ctx.Done():
+			t.Fatalf("%d of %d fired", len(seen), n)
+		}
+	}
+	for text, k := range seen {
+		require.Equal(t, 1, k, "%s fired %d times", text, k)
+	}
+	sys := r.s.System()
+	waitUntil(ctx, t, func() bool { return sys.Held() == 0 },
+		func() string { return fmt.Sprintf("deliveries never acknowledged: %d held", sys.Held()) })
+	require.Equal(t, int64(n), r.count.Load())
 }
