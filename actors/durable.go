@@ -526,7 +526,7 @@ func (s *System) holdOne() {
 	limit := s.maxHeld()
 	if s.held.Add(1) >= limit && !s.heldFull.Swap(true) {
 		s.Emit(&pb.Event{Kind: "session.held_full", Message: fmt.Sprintf(
-			"the nodes hold %d envelopes unacknowledged, the session's bound (serve --max-held): the stream delivers more as they are consumed", limit)})
+			"the nodes hold %d envelopes unacknowledged, the session's bound (serve --max-held): the stream delivers more as they are consumed (switchyard explain %s NODE says why a node waits)", limit, s.cfg.SessionID)})
 	}
 }
 
