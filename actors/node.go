@@ -899,7 +899,7 @@ func (a *nodeActor) tryFire(c actor.Context) {
 		ctx, a.cancel.stop = clock.WithDeadlineCause(ctx, a.s.clk, t.Deadline, errTimeBudget)
 	}
 	if a.s.Wanted("node.started") {
-		a.s.Emit(a.startedEvent(firing, job.caller))
+		a.s.EmitWanted(a.startedEvent(firing, job.caller))
 	}
 	if a.inline {
 		// A handler that never blocks runs here; its result is the next

@@ -353,7 +353,7 @@ func (a *nodeActor) afterCommit(node string, commit *Commit, err error, ev *pb.E
 			e.EdgeId, _ = a.s.edgeNames(h.edge)
 			e.Message = h.edge.Label()
 		}
-		a.s.Emit(e)
+		a.s.EmitWanted(e)
 	}
 	for i, h := range hops {
 		if i > 0 {

@@ -813,6 +813,13 @@ func (s *System) Emit(ev *pb.Event) {
 	if !s.Wanted(ev.Kind) {
 		return
 	}
+	s.EmitWanted(ev)
+}
+
+// EmitWanted is Emit of an event whose maker asked Wanted of its kind
+// first (so as not to make it for nobody): it is not asked again, which
+// is two subscription lookups when a NATS subscriber wants it.
+func (s *System) EmitWanted(ev *pb.Event) {
 	if ev.Time == nil {
 		ev.Time = timestamppb.New(s.clk.Now())
 	}

@@ -924,7 +924,7 @@ func newSessionWith(cfg Config, cp *Checkpoint, cl *lease) (*Session, error) {
 		announce := s.sys.Wanted("checkpoint.saved")
 		for _, r := range saved {
 			if announce {
-				s.sys.Emit(&pb.Event{Kind: "checkpoint.saved", Node: r.node,
+				s.sys.EmitWanted(&pb.Event{Kind: "checkpoint.saved", Node: r.node,
 					Attrs: []*pb.KV{{Key: "checkpoint", Value: strconv.FormatUint(r.seq, 10)}}})
 			}
 			if s.sweep != nil {
