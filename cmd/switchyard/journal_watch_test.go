@@ -37,7 +37,13 @@ import (
 // a clean-clone CI run lost record 167,786 of 200,000 that way, compacted
 // before the copy resumed. So the serving processes keep watchKeep
 // records (serve --journal-keep): a record leaves the bucket only long
-// after the copy has it, and the runs still compact.
+// after the copy has it, and the runs still compact. 65,536 was not
+// always enough: a clean-clone CI run whose machine was also building
+// the module from an empty cache lost record 100,794 of 200,000 (the
+// first the second process wrote) that way. At 131,072 a record written
+// after the kill is compacted only once more records followed it than
+// the whole second wave writes — the copy has its whole run to resume —
+// and the first process's records are still compacted.
 type journalWatch struct {
 	session string
 
@@ -116,7 +122,7 @@ func (w *journalWatch) follow(t *testing.T, b *broker.Broker) (stop func()) {
 }
 
 // watchKeep is how many journal records the watched processes keep.
-const watchKeep = 65536
+const watchKeep = 131072
 
 // journalCopy is the name of the test's copy of a session's journal.
 func journalCopy(session string) string { return "TEST_JOURNAL_" + session }
