@@ -48,7 +48,7 @@ func holdsAtMostMaxHeld(t *testing.T, id, src, node string) {
 	})
 	sys := r.s.System()
 	release := r.holdJournal(t)
-	require.NoError(t, r.publish(ctx, b.JetStream(), node, n)) // each stored: acknowledged by the stream
+	require.NoError(t, r.publish(ctx, node, n)) // each stored: acknowledged by the stream
 	waitUntil(ctx, t, func() bool { return sys.Held() == limit },
 		func() string { return "the node never held the bound" })
 	select {

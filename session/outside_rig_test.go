@@ -36,6 +36,7 @@ const (
 // count) and whose test.hold nodes hold their firing until it stops.
 type outsideRig struct {
 	s     *session.Session
+	b     *broker.Broker
 	id    string
 	fired chan string
 	count atomic.Int64
@@ -61,11 +62,15 @@ func startOutside(t *testing.T, id, src string, n int, tune func(*session.Config
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
-	cfg := session.Config{ID: id, Graph: g, Broker: brokertest.Start(t), Durable: true,
+	cfg := session.Config{ID: id, Graph: g, Durable: true,
 		Handlers: map[string]nodes.Handler{"test.echo": echo, "test.hold": hold}}
 	if tune != nil {
 		tune(&cfg)
 	}
+	if cfg.Broker == nil { // a broker of the test's own when tune gave none
+		cfg.Broker = brokertest.Start(t)
+	}
+	r.b = cfg.Broker
 	s, err := session.Start(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
@@ -86,7 +91,8 @@ func (r *outsideRig) send(ctx context.Context, node string, n int) error {
 
 // publish is send from outside: a JetStream publish of each envelope on
 // node's inbox, with its id as the message id, as switchyard pub makes.
-func (r *outsideRig) publish(ctx context.Context, js jetstream.JetStream, node string, n int) error {
+func (r *outsideRig) publish(ctx context.Context, node string, n int) error {
+	js := r.b.JetStream()
 	for i := range n {
 		env := r.event(i)
 		data, err := proto.Marshal(env)
