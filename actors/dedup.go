@@ -26,8 +26,16 @@ type dedupWindow struct {
 	size int
 	seed maphash.Seed
 	seen map[uint64]int32 // hash of an id -> its place in ring
-	ring []string         // the ids in arrival order, up to size; then a ring
+	ring []seenID         // the ids in arrival order, up to size; then a ring
 	next int              // where the next id goes once the ring is full
+}
+
+// seenID is an id in the window and its hash: the id that leaves a full
+// ring is dropped from seen by the hash kept here, not hashed again (its
+// bytes, long out of the cache, cost a miss more for every id taken).
+type seenID struct {
+	h  uint64
+	id string
 }
 
 func newDedupWindow(size int) *dedupWindow {
@@ -39,20 +47,20 @@ func (d *dedupWindow) first(id string) bool {
 	h := maphash.String(d.seed, id)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if i, ok := d.seen[h]; ok && d.ring[i] == id {
+	if i, ok := d.seen[h]; ok && d.ring[i].id == id {
 		return false
 	}
 	var at int
 	if len(d.ring) < d.size {
 		at = len(d.ring)
-		d.ring = append(d.ring, id)
+		d.ring = append(d.ring, seenID{h, id})
 	} else {
 		at = d.next
-		old := maphash.String(d.seed, d.ring[at])
+		old := d.ring[at].h
 		if i, ok := d.seen[old]; ok && int(i) == at {
 			delete(d.seen, old)
 		}
-		d.ring[at] = id
+		d.ring[at] = seenID{h, id}
 		d.next = (d.next + 1) % d.size
 	}
 	d.seen[h] = int32(at)
@@ -65,7 +73,7 @@ func (d *dedupWindow) has(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	i, ok := d.seen[h]
-	return ok && d.ring[i] == id
+	return ok && d.ring[i].id == id
 }
 
 // add records id (no-op when present).

@@ -1,69 +1,115 @@
 package actors
 
-import "github.com/switchyard/switchyard/internal/minheap"
-
 // seqSet is the set of stream sequences a node holds unacknowledged, with
-// its lowest member in amortised O(log n): a map for membership and a
-// min-heap of sequences from which removed ones are dropped lazily, when
-// they reach the top. The heap is rebuilt from the map when removed
-// sequences make up most of it (a node holding one old envelope while it
-// acknowledges a million newer ones keeps a heap of one, not a million),
-// so each operation costs amortised O(log n) and memory stays O(held).
+// its lowest member at hand. A node is given its sequences in increasing
+// order (track adds only sequences above the highest it saw), so the set
+// is a sorted slice: an add appends, a remove finds its sequence by binary
+// search and marks it gone, and the marks at the front are dropped as they
+// come, so the lowest held is the first entry. Marks in the middle (a node
+// holding one old envelope while it acknowledges a million newer ones) are
+// swept out once they are most of the slice, so each operation costs
+// amortised O(log n), memory stays O(held), and nothing is hashed: a map
+// and a heap of the same set cost a held delivery ~250 ns and ~56 bytes in
+// a durable ingest, where this costs a binary search and 8 bytes.
 type seqSet struct {
-	in map[uint64]struct{}
-	h  seqHeap
+	q  []uint64 // sorted by sequence; a removed one has gone set
+	lo int      // q[lo] is the first entry not removed (or lo == len(q))
+	n  int      // how many are held
 }
+
+// gone marks a removed sequence in seqSet.q (stream sequences stay below
+// 2^63).
+const gone = 1 << 63
 
 func newSeqSet() seqSet { return seqSet{} }
 
-// add holds seq. The set's map is made by the first add: most nodes of a
-// large session hold nothing.
+// find is where seq is or would go in s.q[s.lo:], as an index of s.q.
+func (s *seqSet) find(seq uint64) int {
+	i, j := s.lo, len(s.q)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if s.q[h]&^gone < seq {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i
+}
+
+// add holds seq.
 func (s *seqSet) add(seq uint64) {
-	if _, ok := s.in[seq]; ok {
+	if k := len(s.q); k == s.lo || s.q[k-1]&^gone < seq {
+		s.q = append(s.q, seq) // the usual case: above every held one
+		s.n++
 		return
 	}
-	if s.in == nil {
-		s.in = map[uint64]struct{}{}
+	i := s.find(seq)
+	switch {
+	case i < len(s.q) && s.q[i] == seq:
+		return // held
+	case i < len(s.q) && s.q[i] == seq|gone:
+		s.q[i] = seq // held again
+	default:
+		s.q = append(s.q, 0)
+		copy(s.q[i+1:], s.q[i:])
+		s.q[i] = seq
 	}
-	s.in[seq] = struct{}{}
-	minheap.Push(&s.h, seq, seqLess)
+	s.n++
+	s.front()
 }
 
 // remove lets seq go.
 func (s *seqSet) remove(seq uint64) {
-	if _, ok := s.in[seq]; !ok {
-		return
+	i := s.find(seq)
+	if i == len(s.q) || s.q[i] != seq {
+		return // not held
 	}
-	delete(s.in, seq)
-	if len(s.h) > 2*len(s.in)+64 {
-		s.h = s.h[:0]
-		for q := range s.in {
-			s.h = append(s.h, q)
+	s.q[i] |= gone
+	s.n--
+	s.front()
+	if live := len(s.q) - s.lo; live > 2*s.n+64 {
+		// Mostly removed ones: keep the held.
+		k := 0
+		for _, v := range s.q[s.lo:] {
+			if v&gone == 0 {
+				s.q[k] = v
+				k++
+			}
 		}
-		minheap.Init(s.h, seqLess)
+		clear(s.q[k:])
+		s.q, s.lo = s.q[:k], 0
+	} else if s.lo >= 64 && 2*s.lo >= len(s.q) {
+		// The front half consumed: move the rest down, so the slice
+		// does not grow with every sequence the node ever held.
+		k := copy(s.q, s.q[s.lo:])
+		s.q, s.lo = s.q[:k], 0
+	}
+}
+
+// front drops the removed entries at the front.
+func (s *seqSet) front() {
+	for s.lo < len(s.q) && s.q[s.lo]&gone != 0 {
+		s.lo++
+	}
+	if s.lo == len(s.q) {
+		s.q, s.lo = s.q[:0], 0
 	}
 }
 
 // has reports whether seq is held.
 func (s *seqSet) has(seq uint64) bool {
-	_, ok := s.in[seq]
-	return ok
+	i := s.find(seq)
+	return i < len(s.q) && s.q[i] == seq
 }
 
 // len is how many sequences are held.
-func (s *seqSet) len() int { return len(s.in) }
+func (s *seqSet) len() int { return s.n }
 
 // min is the lowest sequence held; ok is false when none is.
 func (s *seqSet) min() (uint64, bool) {
-	for len(s.h) > 0 {
-		if _, ok := s.in[s.h[0]]; ok {
-			return s.h[0], true
-		}
-		minheap.Pop(&s.h, seqLess)
+	if s.lo == len(s.q) {
+		return 0, false
 	}
-	return 0, false
+	return s.q[s.lo], true
 }
-
-type seqHeap = []uint64
-
-func seqLess(a, b uint64) bool { return a < b }
