@@ -37,7 +37,7 @@ const maxPayload = 8 << 20
 // session's connection, ahead of what the session sent after them. Without it a publish matches the subscription tree
 // (a client keeps its own cache of recent results); measured in the same
 // process: a durable 10-node Run 10% less wall time, a named one 7%,
-// ingest unchanged or better (performance.md, seventeenth round).
+// ingest unchanged or better (docs/performance-log.md, seventeenth round).
 func serverOptions(cfg Config, storeDir, secret string) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName:     cfg.ServerName,
