@@ -22,16 +22,26 @@ func TestSeqSetMin(t *testing.T) {
 			s.remove(q)
 			delete(ref, q)
 		}
-		low, ok := s.min()
-		want, wantOK := uint64(0), false
-		for q := range ref {
-			if !wantOK || q < want {
-				want, wantOK = q, true
-			}
+		agrees(t, &s, ref)
+	}
+}
+
+// agrees checks s against ref, a plain set of the same sequences: the
+// lowest held, how many, and that the lowest is held.
+func agrees(t *testing.T, s *seqSet, ref map[uint64]bool) {
+	t.Helper()
+	low, ok := s.min()
+	want, wantOK := uint64(0), false
+	for q := range ref {
+		if !wantOK || q < want {
+			want, wantOK = q, true
 		}
-		require.Equal(t, wantOK, ok)
-		require.Equal(t, want, low)
-		require.Equal(t, len(ref), s.len())
+	}
+	require.Equal(t, wantOK, ok)
+	require.Equal(t, want, low)
+	require.Equal(t, len(ref), s.len())
+	if wantOK {
+		require.True(t, s.has(low))
 	}
 }
 
@@ -90,18 +100,6 @@ func TestSeqSetInOrder(t *testing.T) {
 			delete(ref, q)
 			require.False(t, s.has(q))
 		}
-		low, ok := s.min()
-		want, wantOK := uint64(0), false
-		for q := range ref {
-			if !wantOK || q < want {
-				want, wantOK = q, true
-			}
-		}
-		require.Equal(t, wantOK, ok)
-		require.Equal(t, want, low)
-		require.Equal(t, len(ref), s.len())
-		if wantOK {
-			require.True(t, s.has(low))
-		}
+		agrees(t, &s, ref)
 	}
 }
