@@ -3,6 +3,8 @@ package benchmark
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -268,8 +270,9 @@ func ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool, idle
 
 // stuckState says where an ingest that stopped making progress stands:
 // what the session holds, the sink's gate and buffers (as `switchyard
-// explain` says them) and, durable, what the session's consumer has
-// delivered and what waits in its stream. (A durable latest-edge ingest
+// explain` says them), durable, what the session's consumer has
+// delivered and what waits in its stream, and the file it wrote every
+// goroutine's stack to. (A durable latest-edge ingest
 // stopped once at 99,097 of 100,000 events for five minutes in a full
 // run and did not again in some 70 more; this is what the next one
 // will say.)
@@ -286,6 +289,14 @@ func stuckState(env *Env, s *session.Session) string {
 				fmt.Fprintf(&b, "; consumer: delivered stream seq %d, ack floor %d, %d pending in the stream, %d unacknowledged, %d waiting pulls",
 					ci.Delivered.Stream, ci.AckFloor.Stream, ci.NumPending, ci.NumAckPending, ci.NumWaiting)
 			}
+		}
+	}
+	// Where every goroutine waits, in a file of its own (hundreds of
+	// lines): a node whose mailbox or runner stopped shows there.
+	if f, err := os.CreateTemp("", "switchyard-bench-stuck-*.txt"); err == nil {
+		werr := pprof.Lookup("goroutine").WriteTo(f, 1)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			fmt.Fprintf(&b, "; goroutines: %s", f.Name())
 		}
 	}
 	return b.String()

@@ -2,7 +2,9 @@ package benchmark
 
 import (
 	"context"
+	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,5 +47,12 @@ func TestStuckStateSaysWhereADurableIngestStands(t *testing.T) {
 	require.Contains(t, got, "the session holds 0 deliveries unacknowledged; sink: sink is idle")
 	// The acknowledgements are sent, the server may not have them yet:
 	// the floor and the unacknowledged count are not asserted.
-	require.Regexp(t, `consumer: delivered stream seq 3, ack floor \d+, 0 pending in the stream, \d+ unacknowledged, \d+ waiting pulls$`, got)
+	require.Regexp(t, `consumer: delivered stream seq 3, ack floor \d+, 0 pending in the stream, \d+ unacknowledged, \d+ waiting pulls; goroutines: `, got)
+	_, file, ok := strings.Cut(got, "; goroutines: ")
+	require.True(t, ok)
+	defer os.Remove(file)
+	stacks, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Contains(t, string(stacks), "goroutine profile:")
+	require.Contains(t, string(stacks), "github.com/switchyard/switchyard/") // the session's own goroutines are there
 }
