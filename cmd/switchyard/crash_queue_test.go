@@ -206,8 +206,7 @@ func crashQueue(t *testing.T, g queueGraph, total int, point string) {
 	// editing is the live edit of the first process, running beside the
 	// publisher (g.edit): started once, its exit reported.
 	var editing chan error
-	//
-	// The stream stores (and acknowledges) the envelopes as soon as the
+	// edit runs the live edit. The stream stores (and acknowledges) the envelopes as soon as the
 	// serving process made it, a little before the session answers its
 	// control subjects: an edit sent in between finds no responders (a
 	// clean-clone CI run under load had half its envelopes sent by then)

@@ -272,10 +272,9 @@ func ingest(ctx context.Context, env *Env, d Delivery, n int, durable bool, idle
 // what the session holds, the sink's gate and buffers (as `switchyard
 // explain` says them), durable, what the session's consumer has
 // delivered and what waits in its stream, and the file it wrote every
-// goroutine's stack to. (A durable latest-edge ingest
-// stopped once at 99,097 of 100,000 events for five minutes in a full
-// run and did not again in some 70 more; this is what the next one
-// will say.)
+// goroutine's stack to. (A durable latest-edge ingest stopped once at
+// 99,097 of 100,000 events for five minutes in a full run and not again
+// in about a hundred more: performance.md, twenty-first round.)
 func stuckState(env *Env, s *session.Session) string {
 	sys := s.System()
 	ex := sys.Explain("sink")
